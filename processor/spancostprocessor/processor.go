@@ -1,0 +1,376 @@
+package spancostprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/spancostprocessor"
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/otep235"
+	"github.com/otelcol-cost/otelcol-cost/internal/otlpsize"
+	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
+	"github.com/otelcol-cost/otelcol-cost/processor/spancostprocessor/internal/metadata"
+)
+
+const (
+	unknownValue  = "unknown"
+	overflowValue = "_other"
+	// projectionBuckets is the resolution of the projection window.
+	projectionBuckets = 10
+)
+
+type spanCost struct {
+	logger  *zap.Logger
+	cfg     *Config
+	model   pricing.Model
+	perSpan float64
+	perByte float64
+	tel     *metadata.Telemetry
+	reg     metric.Registration
+	now     func() time.Time
+	// serviceDim is the index of service.name in Dimensions, or -1.
+	serviceDim int
+	labelKeys  []string
+
+	mu       sync.Mutex
+	series   map[string]*series
+	order    []*series // creation order, for stable iteration
+	other    *series
+	keyBuf   []byte
+	values   []string
+	weights  otep235.WeightReader
+	window   window
+	sizeBufs otlpsize.Scratch
+}
+
+// series holds the running totals of one dimension set.
+type series struct {
+	values      []string
+	attrs       metric.MeasurementOption
+	spans       int64
+	bytes       int64
+	represented float64
+	cost        float64
+	// costBuckets is a ring of cost per projection bucket.
+	costBuckets [projectionBuckets]float64
+	budget      float64
+	overBudget  bool
+}
+
+func newSpanCost(set processor.Settings, cfg *Config) (*spanCost, error) {
+	model := cfg.Pricing.Resolve()
+	tel, err := metadata.NewTelemetry(set.TelemetrySettings, model.Currency)
+	if err != nil {
+		return nil, err
+	}
+	p := &spanCost{
+		logger:     set.Logger,
+		cfg:        cfg,
+		model:      model,
+		perSpan:    model.PerSpan(),
+		perByte:    model.PerByte(),
+		tel:        tel,
+		now:        time.Now,
+		serviceDim: slices.Index(cfg.Dimensions, serviceNameKey),
+		series:     make(map[string]*series),
+		values:     make([]string, len(cfg.Dimensions)),
+	}
+	for _, d := range cfg.Dimensions {
+		p.labelKeys = append(p.labelKeys, promLabel(d))
+	}
+	p.window.reset(p.now(), cfg.ProjectionWindow/projectionBuckets)
+	p.reg, err = tel.Meter.RegisterCallback(p.observe,
+		tel.Spans, tel.Bytes, tel.RepresentedSpans, tel.Cost, tel.ProjectedMonthlyCost, tel.BudgetUtilization)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *spanCost) shutdown(context.Context) error {
+	if p.reg != nil {
+		return p.reg.Unregister()
+	}
+	return nil
+}
+
+// processTraces meters td and returns it unchanged.
+func (p *spanCost) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
+	var overflowed, invalid int64
+	p.mu.Lock()
+	p.advance(p.now())
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		res := rs.Resource().Attributes()
+		if p.lookupDims(res, pcommon.Map{}) {
+			// Fast path: every dimension is on the resource, so the whole
+			// resource (spans and envelope bytes) belongs to one series.
+			s, over := p.seriesFor()
+			var n int64
+			var represented float64
+			forEachSpan(rs, func(span ptrace.Span) {
+				w, bad := p.weights.Weight(span)
+				represented += w
+				n++
+				if bad {
+					invalid++
+				}
+			})
+			if n == 0 {
+				continue
+			}
+			if over {
+				overflowed += n
+			}
+			p.add(s, n, int64(otlpsize.ResourceSpansField(rs)), represented)
+			continue
+		}
+		// Slow path: some dimension lives on spans, so each span is sized and
+		// given its even share of its scope's and resource's envelope bytes.
+		p.sizeBufs.Attribute(rs, func(span ptrace.Span, bytes int) {
+			p.lookupDims(res, span.Attributes())
+			s, over := p.seriesFor()
+			w, bad := p.weights.Weight(span)
+			if bad {
+				invalid++
+			}
+			if over {
+				overflowed++
+			}
+			p.add(s, 1, int64(bytes), w)
+		})
+	}
+	p.mu.Unlock()
+	if overflowed > 0 {
+		p.tel.SeriesOverflow.Add(ctx, overflowed)
+	}
+	if invalid > 0 {
+		p.tel.InvalidTracestate.Add(ctx, invalid)
+	}
+	return td, nil
+}
+
+func forEachSpan(rs ptrace.ResourceSpans, f func(ptrace.Span)) {
+	sss := rs.ScopeSpans()
+	for j := 0; j < sss.Len(); j++ {
+		spans := sss.At(j).Spans()
+		for k := 0; k < spans.Len(); k++ {
+			f(spans.At(k))
+		}
+	}
+}
+
+// lookupDims fills p.values from res, then span; it reports whether every
+// dimension was found on the resource. A zero span map means "resource only".
+func (p *spanCost) lookupDims(res, span pcommon.Map) bool {
+	all := true
+	for i, key := range p.cfg.Dimensions {
+		if v, ok := res.Get(key); ok {
+			p.values[i] = valueString(v)
+			continue
+		}
+		all = false
+		if span != (pcommon.Map{}) {
+			if v, ok := span.Get(key); ok {
+				p.values[i] = valueString(v)
+				continue
+			}
+		}
+		p.values[i] = unknownValue
+	}
+	return all
+}
+
+func valueString(v pcommon.Value) string {
+	if v.Type() == pcommon.ValueTypeStr {
+		return v.Str()
+	}
+	return v.AsString()
+}
+
+// seriesFor returns the series of p.values, creating it under the cap; the
+// bool says the dimension set overflowed into _other.
+func (p *spanCost) seriesFor() (*series, bool) {
+	p.keyBuf = p.keyBuf[:0]
+	for _, v := range p.values {
+		p.keyBuf = append(p.keyBuf, v...)
+		p.keyBuf = append(p.keyBuf, 0x1f)
+	}
+	if s, ok := p.series[string(p.keyBuf)]; ok {
+		return s, false
+	}
+	if len(p.series) >= p.cfg.MaxSeries {
+		if p.other == nil {
+			vals := make([]string, len(p.values))
+			for i := range vals {
+				vals[i] = overflowValue
+			}
+			p.other = p.newSeries(vals, 0)
+		}
+		return p.other, true
+	}
+	vals := slices.Clone(p.values)
+	budget := p.cfg.Budgets.DefaultMonthly
+	if p.serviceDim >= 0 {
+		if b, ok := p.cfg.Budgets.Services[vals[p.serviceDim]]; ok {
+			budget = b
+		}
+	}
+	s := p.newSeries(vals, budget)
+	p.series[string(p.keyBuf)] = s
+	return s, false
+}
+
+func (p *spanCost) newSeries(vals []string, budget float64) *series {
+	kvs := make([]attribute.KeyValue, 0, len(vals)+1)
+	kvs = append(kvs, attribute.String("stage", p.cfg.Stage))
+	for i, v := range vals {
+		kvs = append(kvs, attribute.String(p.labelKeys[i], v))
+	}
+	s := &series{values: vals, attrs: metric.WithAttributeSet(attribute.NewSet(kvs...)), budget: budget}
+	p.order = append(p.order, s)
+	return s
+}
+
+func (p *spanCost) add(s *series, spans, bytes int64, represented float64) {
+	cost := float64(spans)*p.perSpan + float64(bytes)*p.perByte
+	s.spans += spans
+	s.bytes += bytes
+	s.represented += represented
+	s.cost += cost
+	s.costBuckets[p.window.head] += cost
+}
+
+// advance rotates the projection window to now and checks budget crossings
+// when a bucket closes.
+func (p *spanCost) advance(now time.Time) {
+	steps := p.window.advance(now)
+	if steps == 0 {
+		return
+	}
+	for _, s := range p.order {
+		for k := 1; k <= steps; k++ {
+			s.costBuckets[(p.window.head-steps+k+projectionBuckets)%projectionBuckets] = 0
+		}
+	}
+	p.checkBudgets(now)
+}
+
+func (p *spanCost) checkBudgets(now time.Time) {
+	for _, s := range p.order {
+		if s.budget <= 0 {
+			continue
+		}
+		projected := p.projected(s, now)
+		switch {
+		case projected > s.budget && !s.overBudget:
+			s.overBudget = true
+			p.logger.Warn("projected monthly spend is over budget",
+				zap.String("stage", p.cfg.Stage), zap.String("series", p.describe(s)),
+				zap.Float64("projected_monthly", projected), zap.Float64("budget_monthly", s.budget),
+				zap.String("currency", p.model.Currency))
+		case projected <= s.budget && s.overBudget:
+			s.overBudget = false
+			p.logger.Info("projected monthly spend is back within budget",
+				zap.String("stage", p.cfg.Stage), zap.String("series", p.describe(s)),
+				zap.Float64("projected_monthly", projected), zap.Float64("budget_monthly", s.budget))
+		}
+	}
+}
+
+func (p *spanCost) describe(s *series) string {
+	out := ""
+	for i, v := range s.values {
+		if i > 0 {
+			out += ","
+		}
+		out += fmt.Sprintf("%s=%s", p.cfg.Dimensions[i], v)
+	}
+	return out
+}
+
+// projected is the monthly spend at the rate seen over the window.
+func (p *spanCost) projected(s *series, now time.Time) float64 {
+	var sum float64
+	for _, c := range s.costBuckets {
+		sum += c
+	}
+	covered := p.window.covered(now)
+	return sum / covered.Seconds() * pricing.Month.Seconds()
+}
+
+func (p *spanCost) observe(_ context.Context, o metric.Observer) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.advance(now)
+	for _, s := range p.order {
+		o.ObserveInt64(p.tel.Spans, s.spans, s.attrs)
+		o.ObserveInt64(p.tel.Bytes, s.bytes, s.attrs)
+		o.ObserveFloat64(p.tel.RepresentedSpans, s.represented, s.attrs)
+		o.ObserveFloat64(p.tel.Cost, s.cost, s.attrs)
+		projected := p.projected(s, now)
+		o.ObserveFloat64(p.tel.ProjectedMonthlyCost, projected, s.attrs)
+		if s.budget > 0 {
+			o.ObserveFloat64(p.tel.BudgetUtilization, projected/s.budget, s.attrs)
+		}
+	}
+	return nil
+}
+
+// window tracks the ring position shared by every series' cost buckets.
+type window struct {
+	bucket    time.Duration
+	head      int
+	headStart time.Time
+	start     time.Time
+}
+
+func (w *window) reset(now time.Time, bucket time.Duration) {
+	w.bucket, w.head, w.headStart, w.start = bucket, 0, now, now
+}
+
+// advance moves the head to the bucket holding now; it returns how many
+// buckets were opened (at most the ring size).
+func (w *window) advance(now time.Time) int {
+	elapsed := now.Sub(w.headStart)
+	if elapsed < w.bucket {
+		return 0
+	}
+	steps := int(elapsed / w.bucket)
+	w.headStart = w.headStart.Add(time.Duration(steps) * w.bucket)
+	if steps > projectionBuckets {
+		steps = projectionBuckets
+	}
+	w.head = (w.head + steps) % projectionBuckets
+	return steps
+}
+
+// covered is the span of time the ring's buckets hold, at least a second.
+func (w *window) covered(now time.Time) time.Duration {
+	c := now.Sub(w.start)
+	if ring := time.Duration(projectionBuckets-1)*w.bucket + now.Sub(w.headStart); c > ring {
+		c = ring
+	}
+	return max(c, time.Second)
+}
+
+// promLabel translates an attribute key the way the Prometheus exporter does.
+func promLabel(key string) string {
+	b := []byte(key)
+	for i, c := range b {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' && i > 0) {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
