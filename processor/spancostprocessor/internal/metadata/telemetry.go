@@ -7,17 +7,18 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Metric names, as the collector's Prometheus endpoint shows them once the
-// `_total` suffix (counters) is added.
+// Metric names, exactly as the collector's Prometheus endpoint shows them:
+// the collector adds no type or unit suffix, so counters carry `_total` in
+// their instrument name.
 const (
-	MetricSpans                = "otelcol_processor_span_cost_spans"
-	MetricBytes                = "otelcol_processor_span_cost_bytes"
-	MetricRepresentedSpans     = "otelcol_processor_span_cost_represented_spans"
-	MetricCost                 = "otelcol_processor_span_cost_cost"
+	MetricSpans                = "otelcol_processor_span_cost_spans_total"
+	MetricBytes                = "otelcol_processor_span_cost_bytes_total"
+	MetricRepresentedSpans     = "otelcol_processor_span_cost_represented_spans_total"
+	MetricCost                 = "otelcol_processor_span_cost_cost_total"
 	MetricProjectedMonthlyCost = "otelcol_processor_span_cost_projected_monthly_cost"
 	MetricBudgetUtilization    = "otelcol_processor_span_cost_budget_utilization"
-	MetricSeriesOverflow       = "otelcol_processor_span_cost_series_overflow"
-	MetricInvalidTracestate    = "otelcol_processor_span_cost_invalid_tracestate"
+	MetricSeriesOverflow       = "otelcol_processor_span_cost_series_overflow_total"
+	MetricInvalidTracestate    = "otelcol_processor_span_cost_invalid_tracestate_total"
 )
 
 // Telemetry holds the processor's instruments. Per-series figures are

@@ -1,0 +1,60 @@
+# otelcol-cost: build · run · test · bench · generate · lint
+SHELL        := /bin/bash
+GO           ?= go
+OCB_VERSION  := v0.161.0
+TOOLS        := $(CURDIR)/.tools
+OCB          := $(TOOLS)/builder
+BIN          := $(CURDIR)/bin/otelcol-cost
+CONFIG       ?= configs/tail.yaml
+# Sources the binary depends on: our module and the generated distribution.
+SOURCES      := $(shell find . -name '*.go' -not -path './.tools/*' -not -name '*_test.go') go.mod go.sum dist/go.mod dist/go.sum
+
+export CGO_ENABLED := 0
+
+.PHONY: all build run test unit integration bench generate check-generate lint tools
+
+all: build
+
+build: $(BIN)
+
+# Same flags ocb uses; go build straight from dist/ keeps rebuilds incremental.
+$(BIN): $(SOURCES)
+	cd dist && $(GO) build -trimpath -ldflags="-s -w" -o $(BIN) .
+
+# Runs the single-node pipeline. With OTLP_BACKEND_ENDPOINT set, kept traces
+# go to that backend (configs/backend.yaml) instead of the local file.
+run: build
+	$(BIN) --config $(CONFIG) $(if $(OTLP_BACKEND_ENDPOINT),--config configs/backend.yaml)
+
+$(OCB):
+	GOBIN=$(TOOLS) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
+
+tools: $(OCB)
+
+# Regenerates dist/ (sources, go.mod, go.sum) from builder-config.yaml.
+generate: $(OCB)
+	$(OCB) --config builder-config.yaml --skip-compilation
+
+# Fails when the committed dist/ differs from a fresh generation.
+check-generate: generate
+	@git diff --exit-code --stat -- dist || { echo "dist/ is stale: run 'make generate' and commit it"; exit 1; }
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^dist/')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -count=1 ./internal/... ./processor/...
+
+integration: build
+	OTELCOL_COST_BIN=$(BIN) $(GO) test -count=1 -timeout 20m ./integration/...
+
+# What CI runs: lint, generated sources current, unit and integration tests
+# (the built binary against real OTLP peers on loopback), benchmarks compile
+# and run once.
+test: lint check-generate build
+	OTELCOL_COST_BIN=$(BIN) $(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/... ./processor/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./processor/... ./bench/... | tee bench.out

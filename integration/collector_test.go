@@ -1,0 +1,290 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// freePort returns a loopback port nobody listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// collector is a running otelcol-cost process.
+type collector struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	out     *syncBuffer
+	done    chan struct{}
+	exitErr error
+	GRPC    string
+	HTTP    string
+	Health  string
+	Metrics string
+	DataDir string
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startCollector runs the binary with the given configs on free loopback
+// ports and waits until its health check answers.
+func startCollector(t *testing.T, env map[string]string, configs ...string) *collector {
+	t.Helper()
+	c := &collector{
+		t:       t,
+		out:     &syncBuffer{},
+		done:    make(chan struct{}),
+		GRPC:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		HTTP:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		Health:  fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		DataDir: t.TempDir(),
+	}
+	metricsPort := freePort(t)
+	c.Metrics = fmt.Sprintf("127.0.0.1:%d", metricsPort)
+	args := []string{}
+	for _, cfg := range configs {
+		args = append(args, "--config", cfg)
+	}
+	c.cmd = exec.Command(binary, args...)
+	c.cmd.Dir = repoRoot()
+	c.cmd.Env = append(os.Environ(),
+		"OTLP_GRPC_ENDPOINT="+c.GRPC,
+		"OTLP_HTTP_ENDPOINT="+c.HTTP,
+		"HEALTH_CHECK_ENDPOINT="+c.Health,
+		"METRICS_HOST=127.0.0.1",
+		fmt.Sprintf("METRICS_PORT=%d", metricsPort),
+		"OTELCOL_COST_DATA_DIR="+c.DataDir,
+	)
+	for k, v := range env {
+		c.cmd.Env = append(c.cmd.Env, k+"="+v)
+	}
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	require.NoError(t, c.cmd.Start())
+	go func() {
+		c.exitErr = c.cmd.Wait()
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+		if t.Failed() {
+			t.Logf("collector output:\n%s", c.out.String())
+		}
+	})
+	c.waitHealthy()
+	return c
+}
+
+func (c *collector) waitHealthy() {
+	c.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-c.done:
+			c.t.Fatalf("collector exited during start-up: %v\n%s", c.exitErr, c.out.String())
+		default:
+		}
+		resp, err := http.Get("http://" + c.Health + "/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Fatalf("collector not healthy after 60s:\n%s", c.out.String())
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (c *collector) stop() {
+	c.t.Helper()
+	require.NoError(c.t, c.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-c.done:
+	case <-time.After(60 * time.Second):
+		c.t.Fatalf("collector did not exit within 60s of SIGTERM")
+	}
+	require.NoError(c.t, c.exitErr, "clean exit after SIGTERM")
+}
+
+func (c *collector) sendGRPC(td ptrace.Traces) error {
+	conn, err := grpc.NewClient(c.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = ptraceotlp.NewGRPCClient(conn).Export(ctx, ptraceotlp.NewExportRequestFromTraces(td))
+	return err
+}
+
+func (c *collector) sendHTTP(td ptrace.Traces) error {
+	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	if err != nil {
+		return err
+	}
+	resp, err := http.Post("http://"+c.HTTP+"/v1/traces", "application/x-protobuf", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// keptTraces reads every request the file exporter wrote.
+func (c *collector) keptTraces() []ptrace.Traces {
+	c.t.Helper()
+	f, err := os.Open(filepath.Join(c.DataDir, "kept-traces.jsonl"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(c.t, err)
+	defer f.Close()
+	var out []ptrace.Traces
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	u := ptrace.JSONUnmarshaler{}
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		td, err := u.UnmarshalTraces(sc.Bytes())
+		require.NoError(c.t, err)
+		out = append(out, td)
+	}
+	require.NoError(c.t, sc.Err())
+	return out
+}
+
+func spanCount(tds []ptrace.Traces) int {
+	n := 0
+	for _, td := range tds {
+		n += td.SpanCount()
+	}
+	return n
+}
+
+// metrics scrapes the collector's Prometheus endpoint.
+func (c *collector) metrics() map[string]*dto.MetricFamily {
+	c.t.Helper()
+	resp, err := http.Get("http://" + c.Metrics + "/metrics")
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	require.Equal(c.t, http.StatusOK, resp.StatusCode)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	require.NoError(c.t, err)
+	return fams
+}
+
+// metricValue sums the samples of a family whose labels include want.
+func metricValue(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	fam, ok := fams[name]
+	if !ok {
+		return 0, false
+	}
+	var sum float64
+	found := false
+	for _, m := range fam.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for k, v := range want {
+			if labels[k] != v {
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		found = true
+		switch {
+		case m.Counter != nil:
+			sum += m.Counter.GetValue()
+		case m.Gauge != nil:
+			sum += m.Gauge.GetValue()
+		case m.Untyped != nil:
+			sum += m.Untyped.GetValue()
+		}
+	}
+	return sum, found
+}
+
+// eventually polls cond every 100ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v: %s", timeout, fmt.Sprintf(msg, args...))
+}
+
+func configPath(name string) string {
+	return filepath.Join(repoRoot(), "configs", name)
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
