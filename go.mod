@@ -3,6 +3,7 @@ module github.com/otelcol-cost/otelcol-cost
 go 1.26.0
 
 require (
+	github.com/DataDog/sketches-go v1.4.8
 	github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling v0.161.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0

@@ -1,0 +1,205 @@
+package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
+)
+
+// Config is the budget_tail_sampling processor's configuration.
+type Config struct {
+	// DecisionWait is how long after its first span a trace is decided.
+	DecisionWait time.Duration `mapstructure:"decision_wait"`
+	// DecisionWaitAfterRoot decides a trace this long after its root span
+	// arrived, when that comes before DecisionWait.
+	DecisionWaitAfterRoot time.Duration `mapstructure:"decision_wait_after_root"`
+	// MaxTraces bounds the traces buffered awaiting a decision.
+	MaxTraces int `mapstructure:"max_traces"`
+	// MaxBufferedBytes bounds the OTLP bytes buffered awaiting a decision.
+	MaxBufferedBytes int64 `mapstructure:"max_buffered_bytes"`
+	// MaxSpansPerTrace decides a trace at once when it grows past this.
+	MaxSpansPerTrace int `mapstructure:"max_spans_per_trace"`
+	// DecisionCache sizes the caches late spans are matched against.
+	DecisionCache DecisionCacheConfig `mapstructure:"decision_cache"`
+	// Errors is the error-keeping rule.
+	Errors ErrorsConfig `mapstructure:"errors"`
+	// Outliers is the latency-outlier rule.
+	Outliers OutliersConfig `mapstructure:"outliers"`
+	// Budget is the tier's budget and how it is split among instances.
+	Budget BudgetConfig `mapstructure:"budget"`
+	// AdjustInterval is how often the baseline probabilities are recomputed.
+	AdjustInterval time.Duration `mapstructure:"adjust_interval"`
+	// Smoothing is the weight of the newest interval in the rate estimates
+	// (1 = no smoothing).
+	Smoothing float64 `mapstructure:"smoothing"`
+	// MaxServices caps the services the baseline tracks for fairness; the
+	// rest share one entry.
+	MaxServices int `mapstructure:"max_services"`
+	// ReasonAttribute, when set, is written on each kept trace's root span
+	// with the reason it was kept.
+	ReasonAttribute string `mapstructure:"reason_attribute"`
+	// NumShards splits the buffer so decisions scale with cores (0 = auto).
+	NumShards int `mapstructure:"num_shards"`
+}
+
+// DecisionCacheConfig sizes the decision caches, in trace IDs.
+type DecisionCacheConfig struct {
+	SampledSize    int `mapstructure:"sampled_size"`
+	NotSampledSize int `mapstructure:"not_sampled_size"`
+}
+
+// ErrorsConfig keeps traces with errors.
+type ErrorsConfig struct {
+	// HTTPServerErrors also treats http.response.status_code ≥ 500 as an error.
+	HTTPServerErrors bool `mapstructure:"http_server_errors"`
+}
+
+// OutliersConfig keeps traces slower than the learned quantile of their group.
+type OutliersConfig struct {
+	Quantile                 float64       `mapstructure:"quantile"`
+	MinObservations          int           `mapstructure:"min_observations"`
+	FallbackLatencyThreshold time.Duration `mapstructure:"fallback_latency_threshold"`
+	// GroupBy are attribute keys of the root span (resource, then span); the
+	// pseudo-key "span.name" is the root span's name.
+	GroupBy   []string      `mapstructure:"group_by"`
+	MaxGroups int           `mapstructure:"max_groups"`
+	Window    time.Duration `mapstructure:"window"`
+	// RelativeAccuracy of the quantile sketch.
+	RelativeAccuracy float64 `mapstructure:"relative_accuracy"`
+}
+
+// BudgetConfig is the whole tier's budget: exactly one of the three.
+type BudgetConfig struct {
+	SpansPerSecond float64        `mapstructure:"spans_per_second"`
+	BytesPerSecond float64        `mapstructure:"bytes_per_second"`
+	MonthlyCost    float64        `mapstructure:"monthly_cost"`
+	Pricing        pricing.Config `mapstructure:"pricing"`
+	// Instances is the static number of sampler instances sharing the budget.
+	Instances int `mapstructure:"instances"`
+	// PeersDNS, when set, counts the instances from this name's A/AAAA records.
+	PeersDNS string `mapstructure:"peers_dns"`
+	// PeersRefreshInterval is how often PeersDNS is resolved.
+	PeersRefreshInterval time.Duration `mapstructure:"peers_refresh_interval"`
+	// MaxPriorityShare caps errors and outliers at this share of the budget.
+	MaxPriorityShare float64 `mapstructure:"max_priority_share"`
+}
+
+const (
+	groupBySpanName = "span.name"
+	defaultMaxTrace = 50_000
+)
+
+func createDefaultConfig() *Config {
+	return &Config{
+		DecisionWait:          10 * time.Second,
+		DecisionWaitAfterRoot: 2 * time.Second,
+		MaxTraces:             defaultMaxTrace,
+		MaxBufferedBytes:      256 << 20,
+		MaxSpansPerTrace:      10_000,
+		DecisionCache: DecisionCacheConfig{
+			SampledSize:    10 * defaultMaxTrace,
+			NotSampledSize: 10 * defaultMaxTrace,
+		},
+		Outliers: OutliersConfig{
+			Quantile:                 0.99,
+			MinObservations:          100,
+			FallbackLatencyThreshold: time.Second,
+			GroupBy:                  []string{"service.name", groupBySpanName},
+			MaxGroups:                1000,
+			Window:                   10 * time.Minute,
+			RelativeAccuracy:         0.01,
+		},
+		Budget: BudgetConfig{
+			Pricing:              pricing.DefaultConfig(),
+			Instances:            1,
+			PeersRefreshInterval: 30 * time.Second,
+			MaxPriorityShare:     0.8,
+		},
+		AdjustInterval: 5 * time.Second,
+		Smoothing:      0.7,
+		MaxServices:    10_000,
+	}
+}
+
+// Validate reports every invalid field by name.
+func (c *Config) Validate() error {
+	var errs []error
+	positive := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be > 0, got %v", name, d))
+		}
+	}
+	atLeast := func(name string, v, min int) {
+		if v < min {
+			errs = append(errs, fmt.Errorf("%s: must be ≥ %d, got %d", name, min, v))
+		}
+	}
+	positive("decision_wait", c.DecisionWait)
+	positive("decision_wait_after_root", c.DecisionWaitAfterRoot)
+	positive("adjust_interval", c.AdjustInterval)
+	positive("outliers.window", c.Outliers.Window)
+	atLeast("max_traces", c.MaxTraces, 1)
+	if c.MaxBufferedBytes < 1 {
+		errs = append(errs, fmt.Errorf("max_buffered_bytes: must be ≥ 1, got %d", c.MaxBufferedBytes))
+	}
+	atLeast("max_spans_per_trace", c.MaxSpansPerTrace, 1)
+	atLeast("decision_cache.sampled_size", c.DecisionCache.SampledSize, 1)
+	atLeast("decision_cache.not_sampled_size", c.DecisionCache.NotSampledSize, 1)
+	atLeast("max_services", c.MaxServices, 1)
+	atLeast("num_shards", c.NumShards, 0)
+	if !(c.Smoothing > 0 && c.Smoothing <= 1) {
+		errs = append(errs, fmt.Errorf("smoothing: must be in (0, 1], got %v", c.Smoothing))
+	}
+	o := c.Outliers
+	if !(o.Quantile > 0 && o.Quantile < 1) {
+		errs = append(errs, fmt.Errorf("outliers.quantile: must be in (0, 1), got %v", o.Quantile))
+	}
+	atLeast("outliers.min_observations", o.MinObservations, 1)
+	positive("outliers.fallback_latency_threshold", o.FallbackLatencyThreshold)
+	atLeast("outliers.max_groups", o.MaxGroups, 1)
+	if len(o.GroupBy) == 0 {
+		errs = append(errs, errors.New("outliers.group_by: at least one key is required"))
+	}
+	for i, k := range o.GroupBy {
+		if k == "" {
+			errs = append(errs, fmt.Errorf("outliers.group_by[%d]: key must not be empty", i))
+		}
+	}
+	if !(o.RelativeAccuracy > 0 && o.RelativeAccuracy < 0.5) {
+		errs = append(errs, fmt.Errorf("outliers.relative_accuracy: must be in (0, 0.5), got %v", o.RelativeAccuracy))
+	}
+	errs = append(errs, c.Budget.validate()...)
+	return errors.Join(errs...)
+}
+
+func (b *BudgetConfig) validate() []error {
+	var errs []error
+	set := 0
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"spans_per_second", b.SpansPerSecond}, {"bytes_per_second", b.BytesPerSecond}, {"monthly_cost", b.MonthlyCost}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			errs = append(errs, fmt.Errorf("budget.%s: must be a finite number ≥ 0, got %v", f.name, f.v))
+		}
+		if f.v > 0 {
+			set++
+		}
+	}
+	if set != 1 {
+		errs = append(errs, fmt.Errorf("budget: exactly one of spans_per_second, bytes_per_second, monthly_cost must be > 0, got %d", set))
+	}
+	if b.Instances < 1 {
+		errs = append(errs, fmt.Errorf("budget.instances: must be ≥ 1, got %d", b.Instances))
+	}
+	if b.PeersDNS != "" && b.PeersRefreshInterval <= 0 {
+		errs = append(errs, fmt.Errorf("budget.peers_refresh_interval: must be > 0, got %v", b.PeersRefreshInterval))
+	}
+	if !(b.MaxPriorityShare > 0 && b.MaxPriorityShare <= 1) {
+		errs = append(errs, fmt.Errorf("budget.max_priority_share: must be in (0, 1], got %v", b.MaxPriorityShare))
+	}
+	return errs
+}

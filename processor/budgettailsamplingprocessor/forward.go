@@ -1,0 +1,95 @@
+package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+
+import (
+	"context"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/otep235"
+)
+
+// keptSet collects what a pass decided to keep, so that it is unmarshaled
+// and handed on after the shard's lock is released.
+type keptSet struct {
+	traces []keptTrace
+	late   []lateFragment
+}
+
+type keptTrace struct {
+	chunks [][]byte
+	th     sampling.Threshold
+	reason string
+}
+
+type lateFragment struct {
+	td ptrace.Traces
+	th sampling.Threshold
+}
+
+func (k *keptSet) add(t *trace, th sampling.Threshold, reason string) {
+	k.traces = append(k.traces, keptTrace{chunks: t.chunks, th: th, reason: reason})
+}
+
+func (k *keptSet) addLate(td ptrace.Traces, th sampling.Threshold) {
+	k.late = append(k.late, lateFragment{td: td, th: th})
+}
+
+func (p *budgetTailSampler) forward(ctx context.Context, k *keptSet) {
+	if len(k.traces) == 0 && len(k.late) == 0 {
+		return
+	}
+	out := ptrace.NewTraces()
+	var u ptrace.ProtoUnmarshaler
+	for _, kt := range k.traces {
+		for i, chunk := range kt.chunks {
+			td, err := u.UnmarshalTraces(chunk)
+			if err != nil {
+				// We marshaled it ourselves; this cannot happen short of memory corruption.
+				p.logger.Error("cannot decode a buffered fragment", zap.Error(err))
+				continue
+			}
+			reason := ""
+			if i == 0 {
+				reason = kt.reason
+			}
+			p.stamp(td, kt.th, reason)
+			td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+		}
+	}
+	for _, lf := range k.late {
+		p.stamp(lf.td, lf.th, "")
+		lf.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	}
+	if err := p.next.ConsumeTraces(ctx, out); err != nil {
+		p.forwardFailed.Add(int64(out.SpanCount()))
+		p.logger.Warn("next consumer refused kept traces", zap.Int("spans", out.SpanCount()), zap.Error(err))
+	}
+}
+
+// stamp writes th into every span's tracestate (keeping its other members)
+// and, when configured, the reason on the root span.
+func (p *budgetTailSampler) stamp(td ptrace.Traces, th sampling.Threshold, reason string) {
+	var lastIn, lastOut string
+	haveLast := false
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				span := spans.At(k)
+				in := span.TraceState().AsRaw()
+				if !haveLast || in != lastIn {
+					lastIn, haveLast = in, true
+					lastOut, _ = otep235.WithThreshold(in, th)
+				}
+				span.TraceState().FromRaw(lastOut)
+				if reason != "" && p.cfg.ReasonAttribute != "" && span.ParentSpanID().IsEmpty() {
+					span.Attributes().PutStr(p.cfg.ReasonAttribute, reason)
+				}
+			}
+		}
+	}
+}

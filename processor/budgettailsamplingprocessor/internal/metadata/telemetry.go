@@ -1,0 +1,89 @@
+package metadata
+
+import (
+	"errors"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Metric names, exactly as the collector's Prometheus endpoint shows them
+// (it adds no type or unit suffix).
+const (
+	prefix                  = "otelcol_processor_budget_tail_sampling_"
+	MetricTraces            = prefix + "traces_total"
+	MetricSpans             = prefix + "spans_total"
+	MetricBytes             = prefix + "bytes_total"
+	MetricDroppedTooEarly   = prefix + "trace_dropped_too_early_total"
+	MetricLateSpans         = prefix + "late_spans_total"
+	MetricInvalidSpans      = prefix + "invalid_spans_total"
+	MetricBufferedTraces    = prefix + "buffered_traces"
+	MetricBufferedBytes     = prefix + "buffered_bytes"
+	MetricBudgetUtilization = prefix + "budget_utilization"
+	MetricBaselineProb      = prefix + "baseline_probability"
+	MetricPeers             = prefix + "peers"
+	MetricPriorityOverflow  = prefix + "priority_overflow_total"
+	MetricDecisionLatency   = prefix + "decision_latency_seconds"
+	MetricForwardFailed     = prefix + "forward_failed_spans_total"
+)
+
+// Telemetry holds the processor's instruments. Counters are observable: the
+// hot path adds to per-shard totals under the shard's lock, and the totals
+// are read when the collector collects.
+type Telemetry struct {
+	Meter             metric.Meter
+	Traces            metric.Int64ObservableCounter
+	Spans             metric.Int64ObservableCounter
+	Bytes             metric.Int64ObservableCounter
+	DroppedTooEarly   metric.Int64ObservableCounter
+	LateSpans         metric.Int64ObservableCounter
+	InvalidSpans      metric.Int64ObservableCounter
+	BufferedTraces    metric.Int64ObservableGauge
+	BufferedBytes     metric.Int64ObservableGauge
+	BudgetUtilization metric.Float64ObservableGauge
+	BaselineProb      metric.Float64ObservableGauge
+	Peers             metric.Int64ObservableGauge
+	PriorityOverflow  metric.Int64ObservableCounter
+	ForwardFailed     metric.Int64ObservableCounter
+	DecisionLatency   metric.Float64Histogram
+}
+
+// Observables lists the instruments the processor's callback observes.
+func (t *Telemetry) Observables() []metric.Observable {
+	return []metric.Observable{t.Traces, t.Spans, t.Bytes, t.DroppedTooEarly, t.LateSpans, t.InvalidSpans,
+		t.BufferedTraces, t.BufferedBytes, t.BudgetUtilization, t.BaselineProb, t.Peers, t.PriorityOverflow, t.ForwardFailed}
+}
+
+// NewTelemetry creates the instruments on the collector's meter provider.
+func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
+	m := set.MeterProvider.Meter(ScopeName)
+	t := &Telemetry{Meter: m}
+	var errs, err error
+	counter := func(name, desc, unit string) metric.Int64ObservableCounter {
+		c, e := m.Int64ObservableCounter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+		errs = errors.Join(errs, e)
+		return c
+	}
+	t.Traces = counter(MetricTraces, "Traces decided, by decision (sampled, not_sampled) and reason (error, outlier, baseline, forced, span_limit, late_span).", "{trace}")
+	t.Spans = counter(MetricSpans, "Spans decided, by decision.", "{span}")
+	t.Bytes = counter(MetricBytes, "OTLP bytes decided, by decision.", "By")
+	t.DroppedTooEarly = counter(MetricDroppedTooEarly, "Traces released without a policy decision (only when shutdown runs out of time).", "{trace}")
+	t.LateSpans = counter(MetricLateSpans, "Spans that arrived after their trace was decided, by the decision they followed.", "{span}")
+	t.InvalidSpans = counter(MetricInvalidSpans, "Invalid spans, by cause (zero_trace_id: dropped; missing_service_name, end_before_start: processed).", "{span}")
+	t.PriorityOverflow = counter(MetricPriorityOverflow, "Error and outlier traces not kept because priority traffic exceeded max_priority_share of the budget.", "{trace}")
+	t.ForwardFailed = counter(MetricForwardFailed, "Spans of kept traces the next consumer refused.", "{span}")
+	t.BufferedTraces, err = m.Int64ObservableGauge(MetricBufferedTraces, metric.WithDescription("Traces buffered awaiting a decision."), metric.WithUnit("{trace}"))
+	errs = errors.Join(errs, err)
+	t.BufferedBytes, err = m.Int64ObservableGauge(MetricBufferedBytes, metric.WithDescription("OTLP bytes buffered awaiting a decision."), metric.WithUnit("By"))
+	errs = errors.Join(errs, err)
+	t.BudgetUtilization, err = m.Float64ObservableGauge(MetricBudgetUtilization, metric.WithDescription("Kept volume over this instance's share of the budget, over the last adjust interval."), metric.WithUnit("1"))
+	errs = errors.Join(errs, err)
+	t.BaselineProb, err = m.Float64ObservableGauge(MetricBaselineProb, metric.WithDescription("Baseline sampling probability, volume-weighted over services."), metric.WithUnit("1"))
+	errs = errors.Join(errs, err)
+	t.Peers, err = m.Int64ObservableGauge(MetricPeers, metric.WithDescription("Sampler instances the budget is divided among."), metric.WithUnit("{instance}"))
+	errs = errors.Join(errs, err)
+	t.DecisionLatency, err = m.Float64Histogram(MetricDecisionLatency, metric.WithDescription("Time from a trace's first span to its decision."), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60))
+	errs = errors.Join(errs, err)
+	return t, errs
+}
