@@ -485,9 +485,8 @@ func (p *budgetTailSampler) refreshPeers() {
 	}
 }
 
-func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error {
-	var c counters
-	var traces, bytes int64
+// totals sums the shards' counters and buffer sizes.
+func (p *budgetTailSampler) totals() (c counters, traces, bytes int64) {
 	for _, sh := range p.shards {
 		sh.mu.Lock()
 		c.add(&sh.counters)
@@ -495,6 +494,11 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 		bytes += sh.bytes
 		sh.mu.Unlock()
 	}
+	return c, traces, bytes
+}
+
+func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error {
+	c, traces, bytes := p.totals()
 	t := p.tel
 	for d := range c.traces {
 		dec := metric.WithAttributeSet(attribute.NewSet(attribute.String("decision", decisionNames[d])))

@@ -1,0 +1,163 @@
+package budgettailsamplingprocessor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
+)
+
+type testSampler struct {
+	t    *testing.T
+	p    *budgetTailSampler
+	sink *consumertest.TracesSink
+	tel  *componenttest.Telemetry
+	now  time.Time
+}
+
+func testConfig() *Config {
+	cfg := createDefaultConfig()
+	cfg.Budget.SpansPerSecond = 1000
+	cfg.NumShards = 4
+	return cfg
+}
+
+// newTestSampler builds a sampler on a fake clock; nothing runs by itself:
+// tests advance the clock and call decideExpired and adjust.
+func newTestSampler(t *testing.T, cfg *Config) *testSampler {
+	t.Helper()
+	require.NoError(t, cfg.Validate())
+	ts := &testSampler{t: t, sink: new(consumertest.TracesSink), tel: componenttest.NewTelemetry(), now: time.Unix(1_700_000_000, 0)}
+	set := processortest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = ts.tel.NewTelemetrySettings()
+	p, err := newBudgetTailSampler(set, cfg, ts.sink)
+	require.NoError(t, err)
+	p.now = func() time.Time { return ts.now }
+	p.lastAdj = ts.now
+	ts.p = p
+	t.Cleanup(func() { _ = ts.tel.Shutdown(context.Background()) })
+	return ts
+}
+
+func (ts *testSampler) send(td ptrace.Traces) {
+	ts.t.Helper()
+	require.NoError(ts.t, ts.p.ConsumeTraces(context.Background(), td))
+}
+
+func (ts *testSampler) advance(d time.Duration) {
+	ts.now = ts.now.Add(d)
+	ts.p.decideExpired(context.Background())
+}
+
+// keptSpans returns the spans at the sink by trace ID.
+func (ts *testSampler) keptSpans() map[pcommon.TraceID][]ptrace.Span {
+	out := map[pcommon.TraceID][]ptrace.Span{}
+	for _, td := range ts.sink.AllTraces() {
+		forSpans(td, func(_ ptrace.ResourceSpans, s ptrace.Span) { out[s.TraceID()] = append(out[s.TraceID()], s) })
+	}
+	return out
+}
+
+func forSpans(td ptrace.Traces, f func(ptrace.ResourceSpans, ptrace.Span)) {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				f(rss.At(i), spans.At(k))
+			}
+		}
+	}
+}
+
+// metric sums the points of an int or float metric whose attributes include want.
+func (ts *testSampler) metric(name string, want ...attribute.KeyValue) float64 {
+	ts.t.Helper()
+	m, err := ts.tel.GetMetric(name)
+	if err != nil {
+		return 0
+	}
+	match := func(set attribute.Set) bool {
+		for _, kv := range want {
+			if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+				return false
+			}
+		}
+		return true
+	}
+	var sum float64
+	switch d := m.Data.(type) {
+	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			if match(p.Attributes) {
+				sum += float64(p.Value)
+			}
+		}
+	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			if match(p.Attributes) {
+				sum += float64(p.Value)
+			}
+		}
+	case metricdata.Gauge[float64]:
+		for _, p := range d.DataPoints {
+			if match(p.Attributes) {
+				sum += p.Value
+			}
+		}
+	case metricdata.Histogram[float64]:
+		for _, p := range d.DataPoints {
+			sum += float64(p.Count)
+		}
+	default:
+		ts.t.Fatalf("unexpected %T", d)
+	}
+	return sum
+}
+
+func decisionAttr(d string) attribute.KeyValue { return attribute.String("decision", d) }
+func reasonAttr(r string) attribute.KeyValue   { return attribute.String("reason", r) }
+
+// traceID makes a trace ID whose randomness (low 56 bits) is r/2^56 of the range.
+func traceIDWithRandomness(hi uint64, fraction float64) pcommon.TraceID {
+	var id pcommon.TraceID
+	for i := 0; i < 8; i++ {
+		id[i] = byte(hi >> (56 - 8*i))
+	}
+	r := uint64(fraction * float64(uint64(1)<<56))
+	for i := 0; i < 7; i++ {
+		id[9+i] = byte(r >> (48 - 8*i))
+	}
+	id[8] = 0x5a
+	return id
+}
+
+// span builds a one-span request.
+func oneSpan(service string, id pcommon.TraceID, spanID byte, parent byte, start time.Time, dur time.Duration) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	if service != "" {
+		rs.Resource().Attributes().PutStr("service.name", service)
+	}
+	s := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	s.SetTraceID(id)
+	s.SetSpanID(pcommon.SpanID{spanID, 1, 1, 1, 1, 1, 1, 1})
+	if parent != 0 {
+		s.SetParentSpanID(pcommon.SpanID{parent, 1, 1, 1, 1, 1, 1, 1})
+	}
+	s.SetName("GET /")
+	s.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+	s.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(dur)))
+	return td
+}

@@ -1,0 +1,370 @@
+package budgettailsamplingprocessor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
+)
+
+func TestOutOfOrderSpansAcrossRequestsArriveComplete(t *testing.T) {
+	ts := newTestSampler(t, testConfig())
+	start := ts.now
+	id := traceIDWithRandomness(1, 0.5)
+	// Children first, interleaved with another trace, the root last.
+	other := traceIDWithRandomness(2, 0.5)
+	ts.send(oneSpan("api", id, 3, 1, start, 10*time.Millisecond))
+	ts.send(oneSpan("db", other, 9, 0, start, 5*time.Millisecond))
+	ts.advance(500 * time.Millisecond)
+	ts.send(oneSpan("cart", id, 2, 1, start, 20*time.Millisecond))
+	ts.advance(500 * time.Millisecond)
+	assert.Zero(t, ts.sink.SpanCount(), "nothing is decided before its wait")
+	ts.send(oneSpan("web", id, 1, 0, start, 50*time.Millisecond))
+	// The root arrived: decided decision_wait_after_root later, before decision_wait.
+	ts.advance(1900 * time.Millisecond)
+	assert.NotContains(t, ts.keptSpans(), id)
+	ts.advance(200 * time.Millisecond)
+	kept := ts.keptSpans()
+	require.Len(t, kept[id], 3, "the whole trace, from three requests")
+	require.Len(t, kept[other], 1, "the other trace is decided with its own root")
+	for _, s := range kept[id] {
+		assert.Equal(t, "ot=th:0", s.TraceState().AsRaw())
+	}
+}
+
+func TestDecisionWaitWithoutRoot(t *testing.T) {
+	cfg := testConfig()
+	cfg.DecisionWait = 3 * time.Second
+	ts := newTestSampler(t, cfg)
+	id := traceIDWithRandomness(1, 0.9)
+	ts.send(oneSpan("api", id, 2, 1, ts.now, time.Millisecond))
+	ts.advance(2900 * time.Millisecond)
+	assert.Zero(t, ts.sink.SpanCount())
+	ts.advance(100 * time.Millisecond)
+	assert.Equal(t, 1, ts.sink.SpanCount())
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricDecisionLatency))
+}
+
+func TestErrorsAreKeptAndBaselineIsConsistent(t *testing.T) {
+	cfg := testConfig()
+	ts := newTestSampler(t, cfg)
+	// Force a baseline probability of 0.25 for the service.
+	ts.p.policy.Store(&policy{services: map[string]probability{"api": newProbability(0.25)}, newService: always, priority: always})
+	var ok, errs []pcommon.TraceID
+	for i := 0; i < 100; i++ {
+		frac := (float64(i) + 0.5) / 100
+		id := traceIDWithRandomness(uint64(i), frac)
+		td := oneSpan("api", id, 1, 0, ts.now, time.Millisecond)
+		if i%10 == 0 {
+			td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Status().SetCode(ptrace.StatusCodeError)
+			errs = append(errs, id)
+		} else {
+			ok = append(ok, id)
+		}
+		ts.send(td)
+	}
+	ts.advance(cfg.DecisionWaitAfterRoot)
+	kept := ts.keptSpans()
+	for _, id := range errs {
+		require.Contains(t, kept, id, "every error trace is kept")
+		assert.Equal(t, "ot=th:0", kept[id][0].TraceState().AsRaw())
+	}
+	// Consistent sampling: kept exactly when randomness ≥ threshold (0.75).
+	for i, id := range ok {
+		_ = i
+		r := sampling.TraceIDToRandomness(id)
+		want := newProbability(0.25).th.ShouldSample(r)
+		_, got := kept[id]
+		assert.Equal(t, want, got, "trace %x", id)
+		if got {
+			assert.Equal(t, "ot=th:c", kept[id][0].TraceState().AsRaw())
+		}
+	}
+	assert.Equal(t, 10.0, ts.metric(metadata.MetricTraces, decisionAttr("sampled"), reasonAttr("error")))
+	baselineKept := ts.metric(metadata.MetricTraces, decisionAttr("sampled"), reasonAttr("baseline"))
+	assert.InDelta(t, 0.25*90, baselineKept, 3)
+}
+
+func TestConsistentAcrossInstances(t *testing.T) {
+	cfg := testConfig()
+	// Only the baseline decides here: outliers depend on each instance's history.
+	cfg.Outliers.MinObservations = 1 << 30
+	cfg.Outliers.FallbackLatencyThreshold = time.Hour
+	a := newTestSampler(t, cfg)
+	b := newTestSampler(t, cfg)
+	pol := &policy{services: map[string]probability{"api": newProbability(0.1)}, newService: always, priority: always}
+	a.p.policy.Store(pol)
+	b.p.policy.Store(pol)
+	g := workload.NewGenerator(workload.Options{Services: 1, Seed: 7})
+	td, _ := g.Batch(500)
+	for i := 0; i < td.ResourceSpans().Len(); i++ {
+		td.ResourceSpans().At(i).Resource().Attributes().PutStr("service.name", "api")
+	}
+	tdB := ptrace.NewTraces()
+	td.CopyTo(tdB)
+	// Instance b receives the same traces split into single-span requests.
+	a.send(td)
+	for _, part := range workload.SplitBySpan(tdB, 1) {
+		b.send(part)
+	}
+	a.advance(10 * time.Second)
+	b.advance(10 * time.Second)
+	ka, kb := a.keptSpans(), b.keptSpans()
+	require.NotEmpty(t, ka)
+	assert.Equal(t, len(ka), len(kb))
+	for id, spans := range ka {
+		assert.Len(t, kb[id], len(spans), "trace %x decided the same on both", id)
+	}
+}
+
+func TestTracestateMembersPreservedAndStricterThresholdKept(t *testing.T) {
+	ts := newTestSampler(t, testConfig())
+	ts.p.policy.Store(&policy{services: map[string]probability{"api": newProbability(0.5)}, newService: always, priority: always})
+	id := traceIDWithRandomness(1, 0.95)
+	td := oneSpan("api", id, 1, 0, ts.now, time.Millisecond)
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceState().FromRaw("vendor=abc,ot=rv:f3333333333333")
+	ts.send(td)
+	// A child head-sampled upstream at 1/8 (th:e): stricter than ours, kept.
+	child := oneSpan("api", id, 2, 1, ts.now, time.Millisecond)
+	child.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceState().FromRaw("ot=th:e;rv:f3333333333333")
+	ts.send(child)
+	ts.advance(3 * time.Second)
+	kept := ts.keptSpans()[id]
+	require.Len(t, kept, 2)
+	got := map[string]bool{}
+	for _, s := range kept {
+		got[s.TraceState().AsRaw()] = true
+	}
+	assert.True(t, got["ot=rv:f3333333333333;th:8,vendor=abc"] || got["vendor=abc,ot=rv:f3333333333333;th:8"] || got["ot=th:8;rv:f3333333333333,vendor=abc"], "got %v", got)
+	hasVendor := false
+	for k := range got {
+		if strings.Contains(k, "vendor=abc") {
+			hasVendor = true
+			assert.Contains(t, k, "th:8")
+		} else {
+			assert.Contains(t, k, "th:e", "an upstream stricter threshold is kept")
+		}
+	}
+	assert.True(t, hasVendor)
+}
+
+func TestExplicitRandomnessIsUsed(t *testing.T) {
+	ts := newTestSampler(t, testConfig())
+	ts.p.policy.Store(&policy{services: map[string]probability{"api": newProbability(0.5)}, newService: always, priority: always})
+	// Trace ID randomness is high (would be kept), rv is low: not kept.
+	id := traceIDWithRandomness(1, 0.99)
+	td := oneSpan("api", id, 1, 0, ts.now, time.Millisecond)
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceState().FromRaw("ot=rv:10000000000000")
+	ts.send(td)
+	ts.advance(3 * time.Second)
+	assert.Zero(t, ts.sink.SpanCount())
+}
+
+func TestLateSpansFollowTheDecision(t *testing.T) {
+	ts := newTestSampler(t, testConfig())
+	ts.p.policy.Store(&policy{services: map[string]probability{"api": newProbability(0.5)}, newService: always, priority: always})
+	keptID := traceIDWithRandomness(1, 0.9)
+	droppedID := traceIDWithRandomness(2, 0.1)
+	ts.send(oneSpan("api", keptID, 1, 0, ts.now, time.Millisecond))
+	ts.send(oneSpan("api", droppedID, 1, 0, ts.now, time.Millisecond))
+	ts.advance(3 * time.Second)
+	require.Equal(t, 1, ts.sink.SpanCount())
+	ts.send(oneSpan("api", keptID, 2, 1, ts.now, time.Millisecond))
+	ts.send(oneSpan("api", droppedID, 2, 1, ts.now, time.Millisecond))
+	kept := ts.keptSpans()
+	require.Len(t, kept[keptID], 2, "a late span of a kept trace is forwarded at once")
+	assert.Equal(t, "ot=th:8", kept[keptID][1].TraceState().AsRaw())
+	assert.NotContains(t, kept, droppedID)
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricLateSpans, decisionAttr("sampled")))
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricLateSpans, decisionAttr("not_sampled")))
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricTraces, decisionAttr("sampled"), reasonAttr("late_span")))
+	assert.Zero(t, ts.metric(metadata.MetricBufferedTraces), "late spans are not buffered")
+}
+
+func TestForcedDecisionsAtTheBounds(t *testing.T) {
+	t.Run("max_traces", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.NumShards = 1
+		cfg.MaxTraces = 10
+		ts := newTestSampler(t, cfg)
+		var ids []pcommon.TraceID
+		for i := 0; i < 25; i++ {
+			id := traceIDWithRandomness(uint64(i), 0.5)
+			ids = append(ids, id)
+			td := oneSpan("api", id, 1, 0, ts.now, time.Millisecond)
+			if i < 3 {
+				td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Status().SetCode(ptrace.StatusCodeError)
+			}
+			ts.send(td)
+		}
+		assert.Equal(t, 10.0, ts.metric(metadata.MetricBufferedTraces))
+		assert.Equal(t, 15.0, ts.metric(metadata.MetricTraces, reasonAttr("forced")))
+		kept := ts.keptSpans()
+		for _, id := range ids[:3] {
+			assert.Contains(t, kept, id, "forced decisions still run the policy: error traces are kept")
+		}
+		assert.Zero(t, ts.metric(metadata.MetricDroppedTooEarly))
+	})
+	t.Run("max_buffered_bytes", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.NumShards = 1
+		cfg.MaxBufferedBytes = 2000
+		ts := newTestSampler(t, cfg)
+		for i := 0; i < 40; i++ {
+			ts.send(oneSpan("api", traceIDWithRandomness(uint64(i), 0.5), 1, 0, ts.now, time.Millisecond))
+			assert.LessOrEqual(t, ts.metric(metadata.MetricBufferedBytes), 2000.0)
+		}
+		assert.Positive(t, ts.metric(metadata.MetricTraces, reasonAttr("forced")))
+		assert.Equal(t, 40.0, ts.metric(metadata.MetricTraces)+ts.metric(metadata.MetricBufferedTraces),
+			"every trace is decided or buffered, none vanishes")
+	})
+	t.Run("max_spans_per_trace", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.MaxSpansPerTrace = 5
+		ts := newTestSampler(t, cfg)
+		id := traceIDWithRandomness(1, 0.5)
+		for i := 1; i <= 8; i++ {
+			ts.send(oneSpan("api", id, byte(i), 1, ts.now, time.Millisecond))
+		}
+		assert.Equal(t, 1.0, ts.metric(metadata.MetricTraces, reasonAttr("span_limit")))
+		assert.Equal(t, 8, len(ts.keptSpans()[id]), "spans after the limit follow the decision")
+		assert.Equal(t, 3.0, ts.metric(metadata.MetricLateSpans, decisionAttr("sampled")))
+	})
+}
+
+func TestShutdownFlushesPending(t *testing.T) {
+	ts := newTestSampler(t, testConfig())
+	require.NoError(t, ts.p.Start(context.Background(), nil))
+	g := workload.NewGenerator(workload.Options{Services: 3, ErrorEvery: 5})
+	td, traces := g.Batch(200)
+	ts.send(td)
+	require.NoError(t, ts.p.Shutdown(context.Background()))
+	kept := ts.keptSpans()
+	for _, tr := range traces {
+		// Under the default 1000 spans/s budget and p = 1 before the first
+		// adjustment, everything is kept.
+		assert.Len(t, kept[tr.ID], tr.Spans)
+	}
+	assert.Zero(t, ts.metric(metadata.MetricBufferedTraces))
+}
+
+func TestShutdownOutOfTimeCountsDroppedTooEarly(t *testing.T) {
+	ts := newTestSampler(t, testConfig())
+	td, _ := workload.NewGenerator(workload.Options{}).Batch(20)
+	ts.send(td)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, ts.p.Shutdown(ctx))
+	c, buffered, _ := ts.p.totals()
+	assert.Equal(t, int64(20), c.droppedTooEarly)
+	assert.Zero(t, buffered)
+}
+
+func TestForwardErrorsAreCounted(t *testing.T) {
+	ts := newTestSampler(t, testConfig())
+	ts.p.next = errConsumer{}
+	ts.send(oneSpan("api", traceIDWithRandomness(1, 0.5), 1, 0, ts.now, time.Millisecond))
+	ts.advance(3 * time.Second)
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricForwardFailed))
+}
+
+func TestInvalidInputIsCountedNeverFatal(t *testing.T) {
+	ts := newTestSampler(t, testConfig())
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty() // no service.name
+	spans := rs.ScopeSpans().AppendEmpty().Spans()
+	spans.AppendEmpty() // zero trace ID
+	s := spans.AppendEmpty()
+	s.SetTraceID(traceIDWithRandomness(1, 0.5))
+	s.SetStartTimestamp(pcommon.NewTimestampFromTime(ts.now))
+	s.SetEndTimestamp(pcommon.NewTimestampFromTime(ts.now.Add(-time.Hour))) // end before start
+	huge := spans.AppendEmpty()
+	huge.SetTraceID(traceIDWithRandomness(2, 0.5))
+	huge.Attributes().PutStr("blob", strings.Repeat("x", 1<<20))
+	ts.send(td)
+	ts.advance(3 * time.Second)
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricInvalidSpans, attributeCause("zero_trace_id")))
+	assert.Equal(t, 2.0, ts.metric(metadata.MetricInvalidSpans, attributeCause("missing_service_name")))
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricInvalidSpans, attributeCause("end_before_start")))
+	assert.Equal(t, 2, ts.sink.SpanCount(), "valid-ID spans are still sampled")
+}
+
+func TestPeersFromDNS(t *testing.T) {
+	cfg := testConfig()
+	cfg.Budget.PeersDNS = "samplers.example"
+	ts := newTestSampler(t, cfg)
+	ts.p.lookup = func(_ context.Context, host string) ([]string, error) {
+		assert.Equal(t, "samplers.example", host)
+		return []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.3"}, nil
+	}
+	ts.p.refreshPeers()
+	assert.Equal(t, 3.0, ts.metric(metadata.MetricPeers))
+	ts.p.lookup = func(context.Context, string) ([]string, error) { return nil, errors.New("no such host") }
+	ts.p.refreshPeers()
+	assert.Equal(t, 3.0, ts.metric(metadata.MetricPeers), "a failed lookup keeps the last count")
+}
+
+type errConsumer struct{}
+
+func (errConsumer) ConsumeTraces(context.Context, ptrace.Traces) error {
+	return errors.New("backend down")
+}
+func (errConsumer) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+func attributeCause(c string) attribute.KeyValue { return attribute.String("cause", c) }
+
+func TestOutlierGroupsLearnTheQuantile(t *testing.T) {
+	cfg := createDefaultConfig().Outliers
+	cfg.MinObservations = 100
+	o := newOutlierGroups(cfg)
+	now := time.Unix(0, 0)
+	// Before min_observations: the fallback threshold (1s).
+	assert.True(t, o.observe("a", 1500*time.Millisecond, now))
+	assert.False(t, o.observe("a", 900*time.Millisecond, now))
+	// 10ms..109ms uniformly, many times: p99 ≈ 108ms.
+	for i := 0; i < 2000; i++ {
+		o.observe("a", time.Duration(10+i%100)*time.Millisecond, now)
+	}
+	th, n := o.threshold("a")
+	assert.InDelta(t, 108, th.Seconds()*1000, 3)
+	assert.Equal(t, 2002.0, n)
+	assert.True(t, o.observe("a", 150*time.Millisecond, now), "slower than p99")
+	assert.False(t, o.observe("a", 50*time.Millisecond, now))
+	// Another group has its own distribution.
+	assert.False(t, o.observe("b", 500*time.Millisecond, now), "fallback for a new group")
+
+	// Drift: after a full window of slower traffic the threshold follows.
+	for step := 0; step < 2; step++ {
+		now = now.Add(cfg.Window / 2)
+		for i := 0; i < 2000; i++ {
+			o.observe("a", time.Duration(200+i%100)*time.Millisecond, now)
+		}
+	}
+	th, _ = o.threshold("a")
+	assert.InDelta(t, 298, th.Seconds()*1000, 6)
+}
+
+func TestOutlierGroupsAreCapped(t *testing.T) {
+	cfg := createDefaultConfig().Outliers
+	cfg.MaxGroups = 3
+	o := newOutlierGroups(cfg)
+	for i := 0; i < 10; i++ {
+		o.observe(fmt.Sprint(i), time.Millisecond, time.Unix(0, 0))
+	}
+	assert.Len(t, o.groups, 4, "three groups and the shared overflow group")
+	_, n := o.threshold(overflowGroup)
+	assert.Equal(t, 7.0, n)
+}
