@@ -6,6 +6,7 @@ package workload
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -78,7 +79,8 @@ func (g *Generator) Next(td ptrace.Traces) Trace {
 		Slow:    g.opt.SlowEvery > 0 && g.n%g.opt.SlowEvery == 0,
 		Spans:   g.opt.SpansPerTrace,
 	}
-	dur := g.opt.BaseDuration + time.Duration(g.rnd.IntN(int(g.opt.BaseDuration/2)+1))
+	// Log-normal around BaseDuration: the long right tail real latencies have.
+	dur := time.Duration(float64(g.opt.BaseDuration) * math.Exp(0.5*g.rnd.NormFloat64()))
 	if t.Slow {
 		dur = g.opt.SlowDuration
 	}

@@ -1,0 +1,90 @@
+package budgettailsamplingprocessor
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
+)
+
+func loadConfig(t *testing.T, name string) *Config {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	require.NoError(t, sub.Unmarshal(cfg))
+	return cfg
+}
+
+func TestLoadConfig(t *testing.T) {
+	def := loadConfig(t, "")
+	require.NoError(t, confmap.Validate(def))
+	want := createDefaultConfig()
+	want.Budget.SpansPerSecond = 5000
+	assert.Equal(t, want, def)
+
+	full := loadConfig(t, "full")
+	require.NoError(t, confmap.Validate(full))
+	assert.Equal(t, 20*time.Second, full.DecisionWait)
+	assert.Equal(t, 3*time.Second, full.DecisionWaitAfterRoot)
+	assert.Equal(t, int64(512<<20), full.MaxBufferedBytes)
+	assert.Equal(t, 400000, full.DecisionCache.NotSampledSize)
+	assert.True(t, full.Errors.HTTPServerErrors)
+	assert.Equal(t, []string{"service.name", "http.route"}, full.Outliers.GroupBy)
+	assert.Equal(t, 1500.0, full.Budget.MonthlyCost)
+	assert.Equal(t, "saas_indexed", full.Budget.Pricing.Preset)
+	assert.Equal(t, 0.6, full.Budget.MaxPriorityShare)
+	assert.Equal(t, "sampling.reason", full.ReasonAttribute)
+	assert.Equal(t, 16, full.NumShards)
+}
+
+func TestValidateNamesTheField(t *testing.T) {
+	err := confmap.Validate(loadConfig(t, "no_budget"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "budget: exactly one of spans_per_second, bytes_per_second, monthly_cost")
+
+	err = confmap.Validate(loadConfig(t, "two_budgets"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "got 2")
+
+	err = confmap.Validate(loadConfig(t, "bad_values"))
+	require.Error(t, err)
+	for _, field := range []string{"decision_wait:", "max_traces", "outliers.quantile", "outliers.group_by[0]",
+		"budget.instances", "budget.max_priority_share", "pricing: preset: unknown preset \"platinum\""} {
+		assert.Contains(t, err.Error(), field)
+	}
+
+	for field, mutate := range map[string]func(*Config){
+		"max_buffered_bytes":                  func(c *Config) { c.MaxBufferedBytes = 0 },
+		"max_spans_per_trace":                 func(c *Config) { c.MaxSpansPerTrace = 0 },
+		"decision_cache.sampled_size":         func(c *Config) { c.DecisionCache.SampledSize = 0 },
+		"smoothing":                           func(c *Config) { c.Smoothing = 0 },
+		"adjust_interval":                     func(c *Config) { c.AdjustInterval = 0 },
+		"outliers.relative_accuracy":          func(c *Config) { c.Outliers.RelativeAccuracy = 0.9 },
+		"outliers.max_groups":                 func(c *Config) { c.Outliers.MaxGroups = 0 },
+		"outliers.fallback_latency_threshold": func(c *Config) { c.Outliers.FallbackLatencyThreshold = -time.Second },
+		"budget.spans_per_second":             func(c *Config) { c.Budget.SpansPerSecond = -1 },
+		"budget.peers_refresh_interval": func(c *Config) {
+			c.Budget.PeersDNS = "x"
+			c.Budget.PeersRefreshInterval = 0
+		},
+		"num_shards": func(c *Config) { c.NumShards = -1 },
+	} {
+		t.Run(field, func(t *testing.T) {
+			cfg := testConfig()
+			mutate(cfg)
+			err := confmap.Validate(cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), field)
+		})
+	}
+}
