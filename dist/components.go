@@ -28,6 +28,7 @@ import (
 	attributesprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/attributesprocessor"
 	resourceprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/resourceprocessor"
 	spancostprocessor "github.com/otelcol-cost/otelcol-cost/processor/spancostprocessor"
+	budgettailsamplingprocessor "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
 )
 
@@ -102,6 +103,7 @@ func components() (otelcol.Factories, error) {
 		attributesprocessor.NewFactory(),
 		resourceprocessor.NewFactory(),
 		spancostprocessor.NewFactory(),
+		budgettailsamplingprocessor.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -115,6 +117,7 @@ func components() (otelcol.Factories, error) {
 		attributesprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/attributesprocessor v0.161.0",
 		resourceprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/resourceprocessor v0.161.0",
 		spancostprocessor.NewFactory().Type(): "github.com/otelcol-cost/otelcol-cost v0.0.0",
+		budgettailsamplingprocessor.NewFactory().Type(): "github.com/otelcol-cost/otelcol-cost v0.0.0",
 	})
 
 	factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](

@@ -67,12 +67,14 @@ func TestBrokenConfigNamesTheField(t *testing.T) {
 		want           []string
 	}{
 		{"span_cost max_series", "    stage: received\n", "    stage: received\n    max_series: 0\n", []string{"span_cost/received", "max_series"}},
-		{"span_cost preset", "preset: ${env:PRICING_PRESET:-self_hosted_object_storage}\n  span_cost/kept", "preset: gold\n  span_cost/kept", []string{"span_cost/received", "pricing", "preset", "gold"}},
+		{"span_cost preset", "    stage: received\n    pricing:\n      preset: ${env:PRICING_PRESET:-self_hosted_object_storage}\n", "    stage: received\n    pricing:\n      preset: gold\n", []string{"span_cost/received", "pricing", "preset", "gold"}},
+		{"sampler budget", "spans_per_second: ${env:BUDGET_SPANS_PER_SECOND:-1000}\n", "spans_per_second: 1000\n      monthly_cost: 50\n", []string{"budget_tail_sampling", "budget: exactly one of"}},
+		{"sampler quantile", "    adjust_interval: ${env:ADJUST_INTERVAL:-5s}\n", "    adjust_interval: 5s\n    outliers:\n      quantile: 99\n", []string{"budget_tail_sampling", "outliers.quantile"}},
 		{"unknown field", "    stage: kept\n", "    stage: kept\n    budget_monthly: 5\n", []string{"span_cost/kept", "budget_monthly"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			broken := strings.Replace(string(base), tc.from, tc.to, 1)
-			require.NotEqual(t, string(base), broken, "the test must change the config")
+			require.True(t, broken != string(base), "the test must change the config")
 			path := filepath.Join(t.TempDir(), "broken.yaml")
 			require.NoError(t, os.WriteFile(path, []byte(broken), 0o600))
 			out, err := validate(t, nil, path)

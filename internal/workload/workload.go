@@ -181,3 +181,33 @@ func SplitBySpan(td ptrace.Traces, perRequest int) []ptrace.Traces {
 	}
 	return out
 }
+
+// SplitRoots returns td's root spans and its other spans as two requests,
+// so that a test can deliver a trace's children before its root.
+func SplitRoots(td ptrace.Traces) (roots, children ptrace.Traces) {
+	roots, children = ptrace.NewTraces(), ptrace.NewTraces()
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		for j := 0; j < rs.ScopeSpans().Len(); j++ {
+			ss := rs.ScopeSpans().At(j)
+			var rootSS, childSS ptrace.ScopeSpans
+			for k := 0; k < ss.Spans().Len(); k++ {
+				span := ss.Spans().At(k)
+				dst := &childSS
+				out := children
+				if span.ParentSpanID().IsEmpty() {
+					dst, out = &rootSS, roots
+				}
+				if *dst == (ptrace.ScopeSpans{}) {
+					nrs := out.ResourceSpans().AppendEmpty()
+					rs.Resource().CopyTo(nrs.Resource())
+					*dst = nrs.ScopeSpans().AppendEmpty()
+					ss.Scope().CopyTo(dst.Scope())
+				}
+				span.CopyTo(dst.Spans().AppendEmpty())
+			}
+		}
+	}
+	return roots, children
+}

@@ -1,0 +1,93 @@
+package integration
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/encoding/gzip" // the collector's OTLP exporter compresses with gzip
+)
+
+// otlpSink is a real OTLP/gRPC backend in the test process: it records every
+// span it receives, by trace ID, with the time it arrived.
+type otlpSink struct {
+	ptraceotlp.UnimplementedGRPCServer
+	Addr string
+
+	mu       sync.Mutex
+	spans    map[pcommon.TraceID][]ptrace.Span
+	arrivals []arrival
+}
+
+type arrival struct {
+	at    time.Time
+	spans int
+}
+
+func startSink(t *testing.T) *otlpSink {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &otlpSink{Addr: l.Addr().String(), spans: map[pcommon.TraceID][]ptrace.Span{}}
+	srv := grpc.NewServer()
+	ptraceotlp.RegisterGRPCServer(srv, s)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	return s
+}
+
+func (s *otlpSink) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	td := ptrace.NewTraces()
+	req.Traces().CopyTo(td)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.arrivals = append(s.arrivals, arrival{at: time.Now(), spans: td.SpanCount()})
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				sp := spans.At(k)
+				s.spans[sp.TraceID()] = append(s.spans[sp.TraceID()], sp)
+			}
+		}
+	}
+	return ptraceotlp.NewExportResponse(), nil
+}
+
+func (s *otlpSink) trace(id pcommon.TraceID) []ptrace.Span {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spans[id]
+}
+
+func (s *otlpSink) spanCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, a := range s.arrivals {
+		n += a.spans
+	}
+	return n
+}
+
+// spansBetween counts spans that arrived in [from, to).
+func (s *otlpSink) spansBetween(from, to time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, a := range s.arrivals {
+		if !a.at.Before(from) && a.at.Before(to) {
+			n += a.spans
+		}
+	}
+	return n
+}
