@@ -211,3 +211,35 @@ func SplitRoots(td ptrace.Traces) (roots, children ptrace.Traces) {
 	}
 	return roots, children
 }
+
+// Interleave spreads td's spans over parts requests: request k holds the
+// k-th share of every trace's spans, so each request carries pieces of many
+// traces and each trace arrives in parts requests.
+func Interleave(td ptrace.Traces, parts int) []ptrace.Traces {
+	out := make([]ptrace.Traces, parts)
+	for i := range out {
+		out[i] = ptrace.NewTraces()
+	}
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		for j := 0; j < rs.ScopeSpans().Len(); j++ {
+			ss := rs.ScopeSpans().At(j)
+			n := ss.Spans().Len()
+			for part := 0; part < parts; part++ {
+				lo, hi := part*n/parts, (part+1)*n/parts
+				if lo == hi {
+					continue
+				}
+				nrs := out[part].ResourceSpans().AppendEmpty()
+				rs.Resource().CopyTo(nrs.Resource())
+				nss := nrs.ScopeSpans().AppendEmpty()
+				ss.Scope().CopyTo(nss.Scope())
+				for k := lo; k < hi; k++ {
+					ss.Spans().At(k).CopyTo(nss.Spans().AppendEmpty())
+				}
+			}
+		}
+	}
+	return out
+}

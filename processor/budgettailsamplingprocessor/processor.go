@@ -102,7 +102,16 @@ func (p *budgetTailSampler) Capabilities() consumer.Capabilities {
 func (p *budgetTailSampler) Start(context.Context, component.Host) error {
 	p.lastAdj = p.now()
 	p.goEvery(p.tickInterval(), func() { p.decideExpired(context.Background()) })
-	p.goEvery(p.cfg.AdjustInterval, p.adjust)
+	// Until the first decisions have been measured the baseline keeps
+	// everything, so the first adjustment comes as soon as there is data
+	// (checked every second); after that, every adjust_interval.
+	tick := min(time.Second, p.cfg.AdjustInterval)
+	p.goEvery(tick, func() {
+		if p.est.primed && p.now().Sub(p.lastAdj) < p.cfg.AdjustInterval-tick/2 {
+			return
+		}
+		p.adjust()
+	})
 	if p.cfg.Budget.PeersDNS != "" {
 		p.refreshPeers()
 		p.goEvery(p.cfg.Budget.PeersRefreshInterval, p.refreshPeers)
@@ -201,14 +210,35 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 }
 
 func (p *budgetTailSampler) split(td ptrace.Traces) map[pcommon.TraceID]*fragment {
-	frags := make(map[pcommon.TraceID]*fragment)
-	var invalid [numInvalidCauses]int64
 	rss := td.ResourceSpans()
+	frags := make(map[pcommon.TraceID]*fragment, rss.Len())
+	var invalid [numInvalidCauses]int64
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		service := unknownService
 		if v, ok := rs.Resource().Attributes().Get(serviceNameKey); ok && v.AsString() != "" {
 			service = v.AsString()
+		}
+		if id, ok := singleTrace(rs); ok {
+			// Fast path: the whole ResourceSpans is one trace, the shape the
+			// loadbalancing exporter sends (it splits requests by trace ID).
+			// It moves as a whole: no copy, no per-span allocation.
+			f := frags[id]
+			if f == nil {
+				f = &fragment{td: ptrace.NewTraces(), rsIdx: -1, service: service}
+				frags[id] = f
+			}
+			forEachSpan(rs, func(span ptrace.Span) {
+				if service == unknownService {
+					invalid[invalidMissingServiceName]++
+				}
+				if !p.summarize(f, rs, span, service) {
+					invalid[invalidEndBeforeStart]++
+				}
+			})
+			rs.MoveTo(f.td.ResourceSpans().AppendEmpty())
+			f.rsIdx = -1
+			continue
 		}
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
@@ -258,6 +288,34 @@ func (p *budgetTailSampler) split(td ptrace.Traces) map[pcommon.TraceID]*fragmen
 		sh.mu.Unlock()
 	}
 	return frags
+}
+
+// singleTrace reports whether every span of rs has one, non-zero, trace ID.
+func singleTrace(rs ptrace.ResourceSpans) (pcommon.TraceID, bool) {
+	var id pcommon.TraceID
+	found := false
+	sss := rs.ScopeSpans()
+	for j := 0; j < sss.Len(); j++ {
+		spans := sss.At(j).Spans()
+		for k := 0; k < spans.Len(); k++ {
+			tid := spans.At(k).TraceID()
+			if tid.IsEmpty() || (found && tid != id) {
+				return id, false
+			}
+			id, found = tid, true
+		}
+	}
+	return id, found
+}
+
+func forEachSpan(rs ptrace.ResourceSpans, f func(ptrace.Span)) {
+	sss := rs.ScopeSpans()
+	for j := 0; j < sss.Len(); j++ {
+		spans := sss.At(j).Spans()
+		for k := 0; k < spans.Len(); k++ {
+			f(spans.At(k))
+		}
+	}
 }
 
 // summarize folds a span into its fragment's summary; false means its end
@@ -450,7 +508,6 @@ func (p *budgetTailSampler) adjust() {
 	if secs <= 0 {
 		return
 	}
-	p.lastAdj = now
 	v := newVolumes()
 	for _, sh := range p.shards {
 		sh.mu.Lock()
@@ -463,6 +520,11 @@ func (p *budgetTailSampler) adjust() {
 		v.priority += cur.priority
 		v.kept += cur.kept
 	}
+	if !p.est.primed && len(v.baseline) == 0 && v.priority == 0 {
+		// Nothing decided yet: an empty interval would teach rates of zero.
+		return
+	}
+	p.lastAdj = now
 	share := p.unit.perSecond / float64(max(1, p.peers.Load()))
 	p.policy.Store(p.est.update(v, secs, share))
 }

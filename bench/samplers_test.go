@@ -1,0 +1,195 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/tailsamplingprocessor"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+)
+
+// decisionWait is the same for both samplers (DESIGN.md's reference run).
+const decisionWait = 2 * time.Second
+
+// countingSink counts what a sampler forwards.
+type countingSink struct{ spans atomic.Int64 }
+
+func (c *countingSink) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+	c.spans.Add(int64(td.SpanCount()))
+	return nil
+}
+func (*countingSink) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+// newSampler builds one of the samplers with the same semantics: keep
+// status ERROR, keep slow traces, 1% (contrib) or a budget-driven baseline
+// (ours) for the rest.
+func newSampler(b *testing.B, kind string, next consumer.Traces) processor.Traces {
+	b.Helper()
+	var f processor.Factory
+	var raw map[string]any
+	switch kind {
+	case "contrib":
+		f = tailsamplingprocessor.NewFactory()
+		raw = map[string]any{
+			"decision_wait": decisionWait.String(),
+			"num_traces":    200000,
+			"policies": []any{
+				map[string]any{"name": "errors", "type": "status_code", "status_code": map[string]any{"status_codes": []any{"ERROR"}}},
+				map[string]any{"name": "slow", "type": "latency", "latency": map[string]any{"threshold_ms": 500}},
+				map[string]any{"name": "baseline", "type": "probabilistic", "probabilistic": map[string]any{"sampling_percentage": 1}},
+			},
+		}
+	case "ours":
+		f = budgettailsamplingprocessor.NewFactory()
+		raw = map[string]any{
+			"decision_wait":            decisionWait.String(),
+			"decision_wait_after_root": decisionWait.String(),
+			"max_traces":               200000,
+			"max_buffered_bytes":       1 << 30,
+			"adjust_interval":          "1s",
+			// ≈ 2% of what this machine offers in the loop, what contrib keeps
+			// (1% baseline + errors + slow); kept-ratio shows the real figure.
+			"budget": map[string]any{"spans_per_second": 5000},
+		}
+	default:
+		b.Fatalf("unknown sampler %q", kind)
+	}
+	cfg := f.CreateDefaultConfig()
+	if err := confmap.NewFromStringMap(raw).Unmarshal(cfg); err != nil {
+		b.Fatal(err)
+	}
+	set := processortest.NewNopSettings(f.Type())
+	set.TelemetrySettings = componenttest.NewNopTelemetrySettings()
+	p, err := f.CreateTraces(context.Background(), set, cfg, next)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// workloads are the request streams compared.
+var workloads = []struct {
+	name string
+	opt  workload.Options
+	// splitInto splits each request's traces over this many requests
+	// (interleaved), so spans of a trace arrive in different requests.
+	splitInto int
+	traces    int
+}{
+	{"reference_4span", workload.Options{Services: 10, ErrorEvery: 100, SlowEvery: 100}, 1, 100},
+	{"deep_30span_split", workload.Options{Services: 10, SpansPerTrace: 30, ErrorEvery: 100, SlowEvery: 100}, 3, 10},
+	{"services_2000", workload.Options{Services: 2000, ErrorEvery: 100, SlowEvery: 100}, 1, 100},
+}
+
+// requests builds the next requests of a workload: new trace IDs every
+// time, as in production.
+func requests(g *workload.Generator, traces, splitInto int) []ptrace.Traces {
+	td, _ := g.Batch(traces)
+	if splitInto <= 1 {
+		return []ptrace.Traces{td}
+	}
+	return workload.Interleave(td, splitInto)
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkTailSamplers feeds the same stream to nothing (the cost of
+// building requests, subtracted when comparing), contrib's tail_sampling and
+// ours. Reported per span:
+//   - wall-ns/span: intake time on the benchmark goroutine (spans/s = 1e9 / it);
+//   - cpu-ns/span: process CPU including background decisions, measured
+//     until every trace is decided (decision_wait after the last request).
+//
+//	go test -run '^$' -bench TailSamplers -count 5 -cpu 1,2 ./bench/
+func BenchmarkTailSamplers(b *testing.B) {
+	for _, wl := range workloads {
+		for _, kind := range []string{"none", "contrib", "ours"} {
+			b.Run(fmt.Sprintf("%s/%s", wl.name, kind), func(b *testing.B) {
+				g := workload.NewGenerator(wl.opt)
+				sink := &countingSink{}
+				var p consumer.Traces = sink
+				var proc processor.Traces
+				if kind != "none" {
+					proc = newSampler(b, kind, sink)
+					p = proc
+				}
+				runtime.GC()
+				spans := 0
+				cpu0 := cpuTime()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					for _, td := range requests(g, wl.traces, wl.splitInto) {
+						spans += td.SpanCount()
+						if err := p.ConsumeTraces(context.Background(), td); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.StopTimer()
+				wall := b.Elapsed()
+				if proc != nil {
+					// Let every buffered trace be decided, then stop.
+					time.Sleep(decisionWait + 1500*time.Millisecond)
+					_ = proc.Shutdown(context.Background())
+				}
+				cpu := cpuTime() - cpu0
+				b.ReportMetric(float64(wall.Nanoseconds())/float64(spans), "wall-ns/span")
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(spans), "cpu-ns/span")
+				b.ReportMetric(float64(sink.spans.Load())/float64(spans), "kept-ratio")
+			})
+		}
+	}
+}
+
+// BenchmarkHeapPerBufferedSpan buffers traces that are not decided yet
+// (decision_wait far away) and reports live heap per buffered span after GC.
+//
+//	go test -run '^$' -bench HeapPerBufferedSpan -benchtime 20x ./bench/
+func BenchmarkHeapPerBufferedSpan(b *testing.B) {
+	for _, kind := range []string{"contrib", "ours"} {
+		b.Run(kind, func(b *testing.B) {
+			g := workload.NewGenerator(workload.Options{Services: 10})
+			p := newSampler(b, kind, &countingSink{})
+			defer func() { _ = p.Shutdown(context.Background()) }()
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			spans := 0
+			for i := 0; i < b.N; i++ {
+				td, _ := g.Batch(500)
+				spans += td.SpanCount()
+				if err := p.ConsumeTraces(context.Background(), td); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(spans), "heap-B/span")
+			runtime.KeepAlive(p)
+		})
+	}
+}
+
+var _ component.Host = componenttest.NewNopHost()
