@@ -117,11 +117,13 @@ func cpuTime() time.Duration {
 // BenchmarkTailSamplers feeds the same stream to nothing (the cost of
 // building requests, subtracted when comparing), contrib's tail_sampling and
 // ours. Reported per span:
+//
 //   - wall-ns/span: intake time on the benchmark goroutine (spans/s = 1e9 / it);
+//
 //   - cpu-ns/span: process CPU including background decisions, measured
 //     until every trace is decided (decision_wait after the last request).
 //
-//	go test -run '^$' -bench TailSamplers -count 5 -cpu 1,2 ./bench/
+//     go test -run '^$' -bench TailSamplers -count 5 -cpu 1,2 ./bench/
 func BenchmarkTailSamplers(b *testing.B) {
 	for _, wl := range workloads {
 		for _, kind := range []string{"none", "contrib", "ours"} {

@@ -19,11 +19,13 @@ import (
 // 4-span traces, 6 span and 3 resource attributes, 100 traces a request)
 // through a pipeline without and with span_cost; the processor's cost is the
 // difference. span_cost does not modify data, so requests are reused:
+//
 //   - pool_2: two requests cycled (0.8 MB), cache-warm, as a request is in
 //     the collector right after the receiver decoded it;
+//
 //   - pool_64: 64 requests cycled (25 MB), cache-cold, the worst case.
 //
-//	go test -run '^$' -bench SpanCost -benchmem -count 5 ./processor/spancostprocessor/
+//     go test -run '^$' -bench SpanCost -benchmem -count 5 ./processor/spancostprocessor/
 func BenchmarkSpanCost(b *testing.B) {
 	for _, wl := range []struct {
 		name string
