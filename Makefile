@@ -4,6 +4,8 @@ GO           ?= go
 OCB_VERSION  := v0.161.0
 TOOLS        := $(CURDIR)/.tools
 OCB          := $(TOOLS)/builder
+HELM         := $(TOOLS)/helm
+HELM_VERSION := v3.21.4
 BIN          := $(CURDIR)/bin/otelcol-cost
 CONFIG       ?= configs/tail.yaml
 # Sources the binary depends on: our module and the generated distribution.
@@ -11,7 +13,7 @@ SOURCES      := $(shell find . -name '*.go' -not -path './.tools/*' -not -name '
 
 export CGO_ENABLED := 0
 
-.PHONY: all build run test unit integration bench generate check-generate lint tools
+.PHONY: all build run test unit integration chart-test bench generate check-generate lint tools
 
 all: build
 
@@ -29,7 +31,12 @@ run: build
 $(OCB):
 	GOBIN=$(TOOLS) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
 
-tools: $(OCB)
+$(HELM):
+	GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# Go-installed tools the tests use. promtool comes from Debian's `prometheus`
+# package (.ci/run installs it).
+tools: $(OCB) $(HELM)
 
 # Regenerates dist/ (sources, go.mod, go.sum) from builder-config.yaml.
 generate: $(OCB)
@@ -46,14 +53,17 @@ lint:
 unit:
 	$(GO) test -count=1 ./internal/... ./processor/...
 
-integration: build
-	OTELCOL_COST_BIN=$(BIN) $(GO) test -count=1 -timeout 20m ./integration/...
+integration: build $(HELM)
+	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) $(GO) test -count=1 -timeout 20m ./integration/...
+
+chart-test: build $(HELM)
+	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) $(GO) test -count=1 -run 'Chart|MemoryLimiter|AlertRules' ./integration/...
 
 # What CI runs: lint, generated sources current, unit and integration tests
 # (the built binary against real OTLP peers on loopback), benchmarks compile
 # and run once.
-test: lint check-generate build
-	OTELCOL_COST_BIN=$(BIN) $(GO) test -count=1 -timeout 30m ./...
+test: lint check-generate build $(HELM)
+	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) $(GO) test -count=1 -timeout 30m ./...
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/... ./processor/...
 
 bench:

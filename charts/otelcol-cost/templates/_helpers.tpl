@@ -1,0 +1,162 @@
+{{- define "otelcol-cost.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "otelcol-cost.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "otelcol-cost.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+app.kubernetes.io/name: {{ include "otelcol-cost.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Selector labels of one tier: pass (dict "root" $ "component" "gateway"). */}}
+{{- define "otelcol-cost.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "otelcol-cost.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "otelcol-cost.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "otelcol-cost.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "otelcol-cost.image" -}}
+{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end -}}
+
+{{- define "otelcol-cost.samplerHeadless" -}}
+{{ include "otelcol-cost.fullname" . }}-sampler-headless
+{{- end -}}
+
+{{- define "otelcol-cost.samplerHeadlessFQDN" -}}
+{{ include "otelcol-cost.samplerHeadless" . }}.{{ .Release.Namespace }}.svc.cluster.local
+{{- end -}}
+
+{{/*
+GOMEMLIMIT from a memory limit ("2Gi", "1536Mi", "2G", "1500M"): the given
+percentage of it, in MiB. Fails clearly on a unit it cannot read.
+*/}}
+{{- define "otelcol-cost.goMemLimit" -}}
+{{- $limit := .limit | toString -}}
+{{- $mib := 0 -}}
+{{- if hasSuffix "Gi" $limit -}}{{- $mib = mul (trimSuffix "Gi" $limit | int) 1024 -}}
+{{- else if hasSuffix "Mi" $limit -}}{{- $mib = trimSuffix "Mi" $limit | int -}}
+{{- else if hasSuffix "G" $limit -}}{{- $mib = div (mul (trimSuffix "G" $limit | int) 1000000000) 1048576 -}}
+{{- else if hasSuffix "M" $limit -}}{{- $mib = div (mul (trimSuffix "M" $limit | int) 1000000) 1048576 -}}
+{{- else -}}{{- fail (printf "resources.limits.memory %q: use Gi, Mi, G or M" $limit) -}}
+{{- end -}}
+{{- printf "%dMiB" (div (mul $mib .percentage) 100) -}}
+{{- end -}}
+
+{{/* The pricing block, for span_cost and the sampler's budget. */}}
+{{- define "otelcol-cost.pricing" -}}
+preset: {{ .preset }}
+{{- with .perGiBIngested }}
+per_gib_ingested: {{ . }}
+{{- end }}
+{{- with .perMillionSpans }}
+per_million_spans: {{ . }}
+{{- end }}
+{{- with .perGiBMonthStored }}
+per_gib_month_stored: {{ . }}
+{{- end }}
+{{- with .retention }}
+retention: {{ . }}
+{{- end }}
+{{- with .compressionRatio }}
+compression_ratio: {{ . }}
+{{- end }}
+currency: {{ .currency }}
+{{- end -}}
+
+{{/* Internal telemetry and health, the same in both tiers. */}}
+{{- define "otelcol-cost.telemetry" -}}
+telemetry:
+  logs:
+    level: {{ .Values.logLevel }}
+  metrics:
+    level: detailed
+    readers:
+      - pull:
+          exporter:
+            prometheus:
+              host: 0.0.0.0
+              port: 8888
+{{- end -}}
+
+{{/* Pod-level settings shared by both tiers: pass (dict "root" $ "tier" .Values.gateway). */}}
+{{- define "otelcol-cost.podCommon" -}}
+serviceAccountName: {{ include "otelcol-cost.serviceAccountName" .root }}
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .root.Values.podSecurityContext | nindent 2 }}
+{{- with .tier.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tier.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tier.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The collector container: pass (dict "root" $ "tier" .Values.sampler). */}}
+{{- define "otelcol-cost.container" -}}
+- name: otelcol-cost
+  image: {{ include "otelcol-cost.image" .root }}
+  imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+  command:
+    {{- toYaml .root.Values.image.command | nindent 4 }}
+  args: ["--config", "/conf/config.yaml"]
+  env:
+    - name: GOMEMLIMIT
+      value: {{ include "otelcol-cost.goMemLimit" (dict "limit" .tier.resources.limits.memory "percentage" (.root.Values.goMemLimitPercentage | int)) | quote }}
+  ports:
+    - {name: otlp-grpc, containerPort: 4317, protocol: TCP}
+    - {name: otlp-http, containerPort: 4318, protocol: TCP}
+    - {name: metrics, containerPort: 8888, protocol: TCP}
+    - {name: health, containerPort: 13133, protocol: TCP}
+  livenessProbe:
+    httpGet: {path: /, port: health}
+    initialDelaySeconds: 5
+    periodSeconds: 10
+  readinessProbe:
+    httpGet: {path: /, port: health}
+    periodSeconds: 5
+  resources:
+    {{- toYaml .tier.resources | nindent 4 }}
+  securityContext:
+    {{- toYaml .root.Values.securityContext | nindent 4 }}
+  volumeMounts:
+    - {name: config, mountPath: /conf, readOnly: true}
+{{- end -}}
+
+{{/* Whole seconds of a duration written as <n>s, <n>m or <n>h. */}}
+{{- define "otelcol-cost.seconds" -}}
+{{- $d := . | toString -}}
+{{- if regexMatch "^[0-9]+s$" $d -}}{{ trimSuffix "s" $d }}
+{{- else if regexMatch "^[0-9]+m$" $d -}}{{ mul (trimSuffix "m" $d | int) 60 }}
+{{- else if regexMatch "^[0-9]+h$" $d -}}{{ mul (trimSuffix "h" $d | int) 3600 }}
+{{- else -}}{{ fail (printf "duration %q: write it as <n>s, <n>m or <n>h" $d) }}
+{{- end -}}
+{{- end -}}
