@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,4 +369,78 @@ func TestOutlierGroupsAreCapped(t *testing.T) {
 	assert.Len(t, o.groups, 4, "three groups and the shared overflow group")
 	_, n := o.threshold(overflowGroup)
 	assert.Equal(t, 7.0, n)
+}
+
+func TestHTTPServerErrorsOption(t *testing.T) {
+	for _, enabled := range []bool{false, true} {
+		t.Run(fmt.Sprint(enabled), func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Errors.HTTPServerErrors = enabled
+			cfg.Outliers.FallbackLatencyThreshold = time.Hour
+			ts := newTestSampler(t, cfg)
+			// Baseline keeps nothing, so only a priority trace survives.
+			ts.p.policy.Store(&policy{services: map[string]probability{"api": newProbability(sampling.MinSamplingProbability)}, newService: always, priority: always})
+			id := traceIDWithRandomness(1, 0.5)
+			td := oneSpan("api", id, 1, 0, ts.now, time.Millisecond)
+			td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutInt("http.response.status_code", 503)
+			ts.send(td)
+			ts.advance(3 * time.Second)
+			_, kept := ts.keptSpans()[id]
+			assert.Equal(t, enabled, kept)
+		})
+	}
+}
+
+func TestReasonAttributeOnRootSpan(t *testing.T) {
+	cfg := testConfig()
+	cfg.ReasonAttribute = "sampling.reason"
+	ts := newTestSampler(t, cfg)
+	id := traceIDWithRandomness(1, 0.5)
+	ts.send(oneSpan("api", id, 1, 0, ts.now, 2*time.Second)) // slower than the 1s fallback
+	ts.send(oneSpan("api", id, 2, 1, ts.now, time.Millisecond))
+	ts.advance(3 * time.Second)
+	spans := ts.keptSpans()[id]
+	require.Len(t, spans, 2)
+	for _, s := range spans {
+		v, ok := s.Attributes().Get("sampling.reason")
+		if s.ParentSpanID().IsEmpty() {
+			require.True(t, ok)
+			assert.Equal(t, "outlier", v.Str())
+		} else {
+			assert.False(t, ok, "only the root span carries the reason")
+		}
+	}
+}
+
+func TestConcurrentIntakeWithBackgroundDecisions(t *testing.T) {
+	cfg := testConfig()
+	cfg.DecisionWait = 50 * time.Millisecond
+	cfg.DecisionWaitAfterRoot = 20 * time.Millisecond
+	cfg.AdjustInterval = 30 * time.Millisecond
+	ts := newTestSampler(t, cfg)
+	ts.p.now = time.Now
+	require.NoError(t, ts.p.Start(context.Background(), nil))
+	var wg sync.WaitGroup
+	total := atomic.Int64{}
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(seed uint64) {
+			defer wg.Done()
+			g := workload.NewGenerator(workload.Options{Services: 5, Seed: seed, ErrorEvery: 7})
+			for i := 0; i < 50; i++ {
+				td, _ := g.Batch(20)
+				total.Add(int64(td.SpanCount()))
+				for _, part := range workload.Interleave(td, 2) {
+					require.NoError(t, ts.p.ConsumeTraces(context.Background(), part))
+				}
+			}
+		}(uint64(w + 1))
+	}
+	wg.Wait()
+	require.NoError(t, ts.p.Shutdown(context.Background()))
+	c, buffered, _ := ts.p.totals()
+	assert.Zero(t, buffered)
+	decided := c.spans[sampled] + c.spans[notSampled]
+	assert.Equal(t, total.Load(), decided, "every span decided exactly once")
+	assert.Equal(t, c.spans[sampled], int64(ts.sink.SpanCount()))
 }
