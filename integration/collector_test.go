@@ -48,6 +48,7 @@ type collector struct {
 	Health  string
 	Metrics string
 	DataDir string
+	ep      endpoints
 }
 
 type syncBuffer struct {
@@ -67,21 +68,44 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// endpoints are where a collector listens.
+type endpoints struct {
+	GRPC, HTTP, Health string
+	MetricsPort        int
+}
+
+func newEndpoints(t *testing.T) endpoints {
+	return endpoints{
+		GRPC:        fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		HTTP:        fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		Health:      fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		MetricsPort: freePort(t),
+	}
+}
+
 // startCollector runs the binary with the given configs on free loopback
 // ports and waits until its health check answers.
 func startCollector(t *testing.T, env map[string]string, configs ...string) *collector {
+	t.Helper()
+	return startCollectorAt(t, newEndpoints(t), env, configs...)
+}
+
+// startCollectorAt is startCollector on given endpoints (to restart a
+// collector where it was).
+func startCollectorAt(t *testing.T, ep endpoints, env map[string]string, configs ...string) *collector {
 	t.Helper()
 	c := &collector{
 		t:       t,
 		out:     &syncBuffer{},
 		done:    make(chan struct{}),
-		GRPC:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		HTTP:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		Health:  fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		GRPC:    ep.GRPC,
+		HTTP:    ep.HTTP,
+		Health:  ep.Health,
 		DataDir: t.TempDir(),
 	}
-	metricsPort := freePort(t)
+	metricsPort := ep.MetricsPort
 	c.Metrics = fmt.Sprintf("127.0.0.1:%d", metricsPort)
+	c.ep = ep
 	args := []string{}
 	for _, cfg := range configs {
 		args = append(args, "--config", cfg)
@@ -139,6 +163,13 @@ func (c *collector) waitHealthy() {
 		time.Sleep(100 * time.Millisecond)
 	}
 	c.t.Fatalf("collector not healthy after 60s:\n%s", c.out.String())
+}
+
+// kill sends SIGKILL and waits for the process to go.
+func (c *collector) kill() {
+	c.t.Helper()
+	_ = c.cmd.Process.Kill()
+	<-c.done
 }
 
 // stop sends SIGTERM and waits for a clean exit.

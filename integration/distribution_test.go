@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 )
 
@@ -179,19 +180,9 @@ func TestSmokeTailConfig(t *testing.T) {
 	assert.Equal(t, total, spanCount(kept), "nothing pending is lost on SIGTERM")
 	seen := map[[16]byte]bool{}
 	for _, k := range kept {
-		rss := k.ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			sss := rss.At(i).ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				spans := sss.At(j).Spans()
-				for s := 0; s < spans.Len(); s++ {
-					seen[spans.At(s).TraceID()] = true
-				}
-			}
-		}
+		spanwalk.Traces(k, func(_ ptrace.ResourceSpans, s ptrace.Span) { seen[s.TraceID()] = true })
 	}
 	for id := range sent {
 		assert.True(t, seen[id], "trace %x kept", id)
 	}
-	_ = ptrace.NewTraces
 }

@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	printE2ETable()
 	cleanup()
 	os.Exit(code)
 }

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	_ "google.golang.org/grpc/encoding/gzip" // the collector's OTLP exporter compresses with gzip
+
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
 )
 
 // otlpSink is a real OTLP/gRPC backend in the test process: it records every
@@ -24,6 +26,8 @@ type otlpSink struct {
 	mu       sync.Mutex
 	spans    map[pcommon.TraceID][]ptrace.Span
 	arrivals []arrival
+	// bytesByService is the OTLP size of the ResourceSpans received, by service.name.
+	bytesByService map[string]int
 }
 
 type arrival struct {
@@ -35,7 +39,7 @@ func startSink(t *testing.T) *otlpSink {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s := &otlpSink{Addr: l.Addr().String(), spans: map[pcommon.TraceID][]ptrace.Span{}}
+	s := &otlpSink{Addr: l.Addr().String(), spans: map[pcommon.TraceID][]ptrace.Span{}, bytesByService: map[string]int{}}
 	srv := grpc.NewServer()
 	ptraceotlp.RegisterGRPCServer(srv, s)
 	go func() { _ = srv.Serve(l) }()
@@ -50,15 +54,15 @@ func (s *otlpSink) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptra
 	defer s.mu.Unlock()
 	s.arrivals = append(s.arrivals, arrival{at: time.Now(), spans: td.SpanCount()})
 	rss := td.ResourceSpans()
+	var m ptrace.ProtoMarshaler
 	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				s.spans[sp.TraceID()] = append(s.spans[sp.TraceID()], sp)
-			}
-		}
+		one := ptrace.NewTraces()
+		rss.At(i).CopyTo(one.ResourceSpans().AppendEmpty())
+		svc, _ := rss.At(i).Resource().Attributes().Get("service.name")
+		s.bytesByService[svc.AsString()] += m.TracesSize(one)
+		spanwalk.ResourceSpans(rss.At(i), func(sp ptrace.Span) {
+			s.spans[sp.TraceID()] = append(s.spans[sp.TraceID()], sp)
+		})
 	}
 	return ptraceotlp.NewExportResponse(), nil
 }
@@ -90,4 +94,24 @@ func (s *otlpSink) spansBetween(from, to time.Time) int {
 		}
 	}
 	return n
+}
+
+func (s *otlpSink) traceIDs() []pcommon.TraceID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]pcommon.TraceID, 0, len(s.spans))
+	for id := range s.spans {
+		out = append(out, id)
+	}
+	return out
+}
+
+func (s *otlpSink) serviceBytes() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range s.bytesByService {
+		out[k] = v
+	}
+	return out
 }

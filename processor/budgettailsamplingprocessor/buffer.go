@@ -12,22 +12,49 @@ import (
 // marshaled OTLP fragments (a fraction of pdata's in-memory size) and the
 // summary the policy decides on, gathered as the spans arrived.
 type trace struct {
+	summary
 	id          pcommon.TraceID
 	arrived     time.Time
 	rootArrived time.Time
 	chunks      [][]byte
-	spans       int
 	bytes       int64
-	hasError    bool
-	hasRoot     bool
-	minStart    pcommon.Timestamp
-	maxEnd      pcommon.Timestamp
-	service     string
-	group       string
 	rnd         sampling.Randomness
 	hasRnd      bool
 	links       [2]link
 	inRootList  bool
+}
+
+// summary is what the policy decides on, gathered as spans arrive: per
+// fragment while a request is split, then merged into the trace.
+type summary struct {
+	spans    int
+	hasError bool
+	hasRoot  bool
+	minStart pcommon.Timestamp
+	maxEnd   pcommon.Timestamp
+	// service and group are the root span's, else the first span's.
+	service string
+	group   string
+}
+
+// merge folds a fragment's summary in; it reports whether o brought the
+// trace's root span.
+func (s *summary) merge(o *summary) (rootArrived bool) {
+	if s.spans == 0 {
+		s.service, s.group = o.service, o.group
+	}
+	s.spans += o.spans
+	s.hasError = s.hasError || o.hasError
+	if o.minStart != 0 && (s.minStart == 0 || o.minStart < s.minStart) {
+		s.minStart = o.minStart
+	}
+	s.maxEnd = max(s.maxEnd, o.maxEnd)
+	if o.hasRoot && !s.hasRoot {
+		s.hasRoot = true
+		s.service, s.group = o.service, o.group
+		return true
+	}
+	return false
 }
 
 type link struct{ prev, next *trace }

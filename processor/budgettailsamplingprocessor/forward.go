@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/otep235"
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
 )
 
 // keptSet collects what a pass decided to keep, so that it is unmarshaled
@@ -73,23 +74,15 @@ func (p *budgetTailSampler) forward(ctx context.Context, k *keptSet) {
 func (p *budgetTailSampler) stamp(td ptrace.Traces, th sampling.Threshold, reason string) {
 	var lastIn, lastOut string
 	haveLast := false
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				span := spans.At(k)
-				in := span.TraceState().AsRaw()
-				if !haveLast || in != lastIn {
-					lastIn, haveLast = in, true
-					lastOut, _ = otep235.WithThreshold(in, th)
-				}
-				span.TraceState().FromRaw(lastOut)
-				if reason != "" && p.cfg.ReasonAttribute != "" && span.ParentSpanID().IsEmpty() {
-					span.Attributes().PutStr(p.cfg.ReasonAttribute, reason)
-				}
-			}
+	spanwalk.Traces(td, func(_ ptrace.ResourceSpans, span ptrace.Span) {
+		in := span.TraceState().AsRaw()
+		if !haveLast || in != lastIn {
+			lastIn, haveLast = in, true
+			lastOut, _ = otep235.WithThreshold(in, th)
 		}
-	}
+		span.TraceState().FromRaw(lastOut)
+		if reason != "" && p.cfg.ReasonAttribute != "" && span.ParentSpanID().IsEmpty() {
+			span.Attributes().PutStr(p.cfg.ReasonAttribute, reason)
+		}
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 )
 
@@ -63,22 +64,9 @@ func (ts *testSampler) advance(d time.Duration) {
 func (ts *testSampler) keptSpans() map[pcommon.TraceID][]ptrace.Span {
 	out := map[pcommon.TraceID][]ptrace.Span{}
 	for _, td := range ts.sink.AllTraces() {
-		forSpans(td, func(_ ptrace.ResourceSpans, s ptrace.Span) { out[s.TraceID()] = append(out[s.TraceID()], s) })
+		spanwalk.Traces(td, func(_ ptrace.ResourceSpans, s ptrace.Span) { out[s.TraceID()] = append(out[s.TraceID()], s) })
 	}
 	return out
-}
-
-func forSpans(td ptrace.Traces, f func(ptrace.ResourceSpans, ptrace.Span)) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				f(rss.At(i), spans.At(k))
-			}
-		}
-	}
 }
 
 // metric sums the points of an int or float metric whose attributes include want.

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/otep235"
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 )
 
@@ -177,19 +178,13 @@ func (p *budgetTailSampler) shardOf(id pcommon.TraceID) *shard {
 
 // fragment is the part of one trace that arrived in one request.
 type fragment struct {
-	td       ptrace.Traces
-	rs       ptrace.ResourceSpans
-	ss       ptrace.ScopeSpans
-	rsIdx    int
-	ssIdx    int
-	spans    int
-	hasError bool
-	hasRoot  bool
-	minStart pcommon.Timestamp
-	maxEnd   pcommon.Timestamp
-	service  string
-	group    string
-	ts       string
+	summary
+	td    ptrace.Traces
+	rs    ptrace.ResourceSpans
+	ss    ptrace.ScopeSpans
+	rsIdx int
+	ssIdx int
+	ts    string
 }
 
 // ConsumeTraces splits the request into per-trace fragments and buffers
@@ -225,10 +220,10 @@ func (p *budgetTailSampler) split(td ptrace.Traces) map[pcommon.TraceID]*fragmen
 			// It moves as a whole: no copy, no per-span allocation.
 			f := frags[id]
 			if f == nil {
-				f = &fragment{td: ptrace.NewTraces(), rsIdx: -1, service: service}
+				f = &fragment{td: ptrace.NewTraces(), rsIdx: -1, summary: summary{service: service}}
 				frags[id] = f
 			}
-			forEachSpan(rs, func(span ptrace.Span) {
+			spanwalk.ResourceSpans(rs, func(span ptrace.Span) {
 				if service == unknownService {
 					invalid[invalidMissingServiceName]++
 				}
@@ -256,7 +251,7 @@ func (p *budgetTailSampler) split(td ptrace.Traces) map[pcommon.TraceID]*fragmen
 				}
 				f := frags[id]
 				if f == nil {
-					f = &fragment{td: ptrace.NewTraces(), rsIdx: -1, service: service}
+					f = &fragment{td: ptrace.NewTraces(), rsIdx: -1, summary: summary{service: service}}
 					frags[id] = f
 				}
 				if f.rsIdx != i {
@@ -306,16 +301,6 @@ func singleTrace(rs ptrace.ResourceSpans) (pcommon.TraceID, bool) {
 		}
 	}
 	return id, found
-}
-
-func forEachSpan(rs ptrace.ResourceSpans, f func(ptrace.Span)) {
-	sss := rs.ScopeSpans()
-	for j := 0; j < sss.Len(); j++ {
-		spans := sss.At(j).Spans()
-		for k := 0; k < spans.Len(); k++ {
-			f(spans.At(k))
-		}
-	}
 }
 
 // summarize folds a span into its fragment's summary; false means its end
@@ -394,7 +379,7 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, n
 		for len(sh.traces) >= sh.maxTraces {
 			p.decide(sh, sh.arrivals.head, now, reasonForced, out)
 		}
-		t = &trace{id: id, arrived: now, service: f.service, group: f.group}
+		t = &trace{id: id, arrived: now}
 		sh.traces[id] = t
 		sh.arrivals.pushBack(t)
 	}
@@ -402,19 +387,11 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, n
 	t.chunks = append(t.chunks, chunk)
 	t.bytes += int64(len(chunk))
 	sh.bytes += int64(len(chunk))
-	t.spans += f.spans
-	t.hasError = t.hasError || f.hasError
-	if f.minStart != 0 && (t.minStart == 0 || f.minStart < t.minStart) {
-		t.minStart = f.minStart
-	}
-	t.maxEnd = max(t.maxEnd, f.maxEnd)
 	if f.ts != "" && !t.hasRnd {
 		t.rnd, t.hasRnd = otep235.Randomness(id, f.ts), true
 	}
-	if f.hasRoot && !t.hasRoot {
-		t.hasRoot = true
+	if t.merge(&f.summary) {
 		t.rootArrived = now
-		t.service, t.group = f.service, f.group
 		t.inRootList = true
 		sh.roots.pushBack(t)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/internal/otep235"
 	"github.com/otelcol-cost/otelcol-cost/internal/otlpsize"
 	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
 	"github.com/otelcol-cost/otelcol-cost/processor/spancostprocessor/internal/metadata"
 )
 
@@ -117,7 +118,7 @@ func (p *spanCost) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.
 			s, over := p.seriesFor()
 			var n int64
 			var represented float64
-			forEachSpan(rs, func(span ptrace.Span) {
+			spanwalk.ResourceSpans(rs, func(span ptrace.Span) {
 				w, bad := p.weights.Weight(span)
 				represented += w
 				n++
@@ -157,16 +158,6 @@ func (p *spanCost) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.
 		p.tel.InvalidTracestate.Add(ctx, invalid)
 	}
 	return td, nil
-}
-
-func forEachSpan(rs ptrace.ResourceSpans, f func(ptrace.Span)) {
-	sss := rs.ScopeSpans()
-	for j := 0; j < sss.Len(); j++ {
-		spans := sss.At(j).Spans()
-		for k := 0; k < spans.Len(); k++ {
-			f(spans.At(k))
-		}
-	}
 }
 
 // lookupDims fills p.values from res, then span; it reports whether every

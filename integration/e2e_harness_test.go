@@ -1,0 +1,326 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+)
+
+// tier is one gateway in front of samplers, each sampler exporting to its
+// own sink so that the test knows which sampler kept a trace.
+type tier struct {
+	t        *testing.T
+	gateway  *collector
+	samplers []*collector
+	sinks    []*otlpSink
+	env      []map[string]string
+	configs  []string
+}
+
+type tierOptions struct {
+	samplers      int
+	budget        float64 // spans/s for the whole tier
+	samplerConfig []string
+	samplerEnv    map[string]string
+}
+
+func startTier(t *testing.T, o tierOptions) *tier {
+	t.Helper()
+	tr := &tier{t: t}
+	var hostnames []string
+	for i := 0; i < o.samplers; i++ {
+		sink := startSink(t)
+		env := map[string]string{
+			"OTLP_BACKEND_ENDPOINT":    sink.Addr,
+			"BUDGET_SPANS_PER_SECOND":  fmt.Sprint(o.budget),
+			"SAMPLER_INSTANCES":        fmt.Sprint(o.samplers),
+			"DECISION_WAIT":            "4s",
+			"DECISION_WAIT_AFTER_ROOT": "1500ms",
+			"ADJUST_INTERVAL":          "2s",
+			"LOG_LEVEL":                "warn",
+		}
+		for k, v := range o.samplerEnv {
+			env[k] = v
+		}
+		configs := o.samplerConfig
+		if configs == nil {
+			configs = []string{configPath("sampler.yaml")}
+		}
+		s := startCollector(t, env, configs...)
+		tr.sinks = append(tr.sinks, sink)
+		tr.samplers = append(tr.samplers, s)
+		tr.env = append(tr.env, env)
+		tr.configs = configs
+		hostnames = append(hostnames, s.GRPC)
+	}
+	tr.gateway = startCollector(t, map[string]string{
+		"SAMPLER_ENDPOINTS": "[" + strings.Join(hostnames, ", ") + "]",
+		"LOG_LEVEL":         "warn",
+	}, configPath("gateway.yaml"))
+	return tr
+}
+
+// restartSampler stops sampler i with SIGTERM and starts it again where it was.
+func (tr *tier) restartSampler(i int) {
+	tr.samplers[i].stop()
+	tr.samplers[i] = startCollectorAt(tr.t, tr.samplers[i].ep, tr.env[i], tr.configs...)
+}
+
+// sentTrace is what the generator knows of a trace it sent.
+type sentTrace struct {
+	workload.Trace
+	accepted int // spans the gateway accepted
+}
+
+// loadGen sends traces of 1 to 50 spans from many services to the gateway,
+// each trace in up to three requests spread over up to 1.5 s (sometimes the
+// root last), retrying refused requests as an SDK would.
+type loadGen struct {
+	t        *testing.T
+	target   *collector
+	rate     int // traces/s
+	mu       sync.Mutex
+	traces   map[pcommon.TraceID]*sentTrace
+	refused  int
+	gens     []*workload.Generator
+	rnd      *rand.Rand
+	schedule []scheduled
+}
+
+type scheduled struct {
+	at   time.Time
+	id   pcommon.TraceID
+	part ptrace.Traces
+}
+
+var spanCounts = []int{1, 2, 4, 4, 6, 8, 10, 15, 20, 50}
+
+func newLoadGen(t *testing.T, target *collector, rate int, seed uint64) *loadGen {
+	lg := &loadGen{t: t, target: target, rate: rate, traces: map[pcommon.TraceID]*sentTrace{}, rnd: rand.New(rand.NewPCG(seed, 7))}
+	for i, n := range spanCounts {
+		lg.gens = append(lg.gens, workload.NewGenerator(workload.Options{
+			Services: 8, SpansPerTrace: n, ErrorEvery: 50, SlowEvery: 70, Seed: seed*100 + uint64(i),
+			Start: time.Now(),
+		}))
+	}
+	return lg
+}
+
+// run sends for d, then delivers the parts still scheduled.
+func (lg *loadGen) run(d time.Duration) {
+	const tick = 50 * time.Millisecond
+	start := time.Now()
+	next := start
+	carry := 0.0
+	for time.Since(start) < d || len(lg.schedule) > 0 {
+		now := time.Now()
+		if time.Since(start) < d {
+			carry += float64(lg.rate) * tick.Seconds()
+			for ; carry >= 1; carry-- {
+				lg.newTrace(now)
+			}
+		}
+		lg.sendDue(now)
+		next = next.Add(tick)
+		time.Sleep(time.Until(next))
+	}
+}
+
+func (lg *loadGen) newTrace(now time.Time) {
+	g := lg.gens[lg.rnd.IntN(len(lg.gens))]
+	td := ptrace.NewTraces()
+	tr := g.Next(td)
+	lg.mu.Lock()
+	lg.traces[tr.ID] = &sentTrace{Trace: tr}
+	lg.mu.Unlock()
+	parts := min(tr.Spans, 1+lg.rnd.IntN(3))
+	pieces := workload.Interleave(td, parts)
+	if lg.rnd.IntN(3) == 0 {
+		// Root last: the decision must wait for it.
+		for i, j := 0, len(pieces)-1; i < j; i, j = i+1, j-1 {
+			pieces[i], pieces[j] = pieces[j], pieces[i]
+		}
+	}
+	for i, p := range pieces {
+		delay := time.Duration(i) * time.Duration(100+lg.rnd.IntN(650)) * time.Millisecond
+		lg.schedule = append(lg.schedule, scheduled{at: now.Add(delay), id: tr.ID, part: p})
+	}
+}
+
+func (lg *loadGen) sendDue(now time.Time) {
+	sort.Slice(lg.schedule, func(i, j int) bool { return lg.schedule[i].at.Before(lg.schedule[j].at) })
+	req := ptrace.NewTraces()
+	var ids []pcommon.TraceID
+	var counts []int
+	n := 0
+	for n < len(lg.schedule) && !lg.schedule[n].at.After(now) {
+		s := lg.schedule[n]
+		counts = append(counts, s.part.SpanCount())
+		ids = append(ids, s.id)
+		s.part.ResourceSpans().MoveAndAppendTo(req.ResourceSpans())
+		n++
+	}
+	lg.schedule = lg.schedule[n:]
+	if req.SpanCount() == 0 {
+		return
+	}
+	// Retry refusals (memory_limiter) with backoff, as SDK exporters do.
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		if err = lg.target.sendGRPC(req); err == nil {
+			break
+		}
+		if c := status.Code(err); c != codes.Unavailable && c != codes.ResourceExhausted {
+			break
+		}
+		lg.mu.Lock()
+		lg.refused++
+		lg.mu.Unlock()
+		time.Sleep(time.Duration(50*(attempt+1)) * time.Millisecond)
+	}
+	if err != nil {
+		lg.t.Logf("request of %d spans not accepted: %v", req.SpanCount(), err)
+		return
+	}
+	lg.mu.Lock()
+	for i, id := range ids {
+		lg.traces[id].accepted += counts[i]
+	}
+	lg.mu.Unlock()
+}
+
+// prometheus is a real Prometheus server scraping the collectors and
+// evaluating the shipped alert rules.
+type prometheus struct {
+	addr string
+}
+
+// startPrometheus scrapes targets every second. The rules are the shipped
+// file with every `for:` shortened to forDuration, so that an alert can fire
+// within a test; expressions and labels are unchanged.
+func startPrometheus(t *testing.T, targets map[string][]string, forDuration string) *prometheus {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	require.NoError(t, err, "prometheus is needed: apt-get install prometheus")
+	dir := t.TempDir()
+	rules, err := os.ReadFile(filepath.Join(chartDir(), "files", "alerts.yaml"))
+	require.NoError(t, err)
+	rules = regexp.MustCompile(`(?m)^(\s+for:) .*$`).ReplaceAll(rules, []byte("$1 "+forDuration))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "alerts.yaml"), rules, 0o600))
+	var sc strings.Builder
+	sc.WriteString("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [alerts.yaml]\nscrape_configs:\n")
+	for job, addrs := range targets {
+		fmt.Fprintf(&sc, "  - job_name: %s\n    static_configs:\n      - targets: [%s]\n", job, strings.Join(addrs, ", "))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(sc.String()), 0o600))
+	p := &prometheus{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+p.addr)
+	cmd.Dir = dir
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("prometheus output:\n%s", out.String())
+		}
+	})
+	eventually(t, 30*time.Second, func() bool {
+		resp, err := http.Get("http://" + p.addr + "/-/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "prometheus ready")
+	return p
+}
+
+// firing returns the firing alerts' names with their labels.
+func (p *prometheus) firing(t *testing.T) []map[string]string {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/api/v1/alerts")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	var out []map[string]string
+	for _, a := range body.Data.Alerts {
+		if a.State == "firing" {
+			out = append(out, a.Labels)
+		}
+	}
+	return out
+}
+
+func (p *prometheus) alertFiring(t *testing.T, name string, labels map[string]string) bool {
+	for _, a := range p.firing(t) {
+		if a["alertname"] != name {
+			continue
+		}
+		match := true
+		for k, v := range labels {
+			if a[k] != v {
+				match = false
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
+// query runs an instant PromQL query and returns the first sample's value.
+func (p *prometheus) query(t *testing.T, q string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/api/v1/query?query=" + url.QueryEscape(q))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	if len(body.Data.Result) == 0 {
+		return 0, false
+	}
+	var v float64
+	_, err = fmt.Sscanf(body.Data.Result[0].Value[1].(string), "%g", &v)
+	require.NoError(t, err)
+	return v, true
+}
+
+var _ = context.Background

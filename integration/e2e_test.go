@@ -1,0 +1,245 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+)
+
+// e2eRows collects each scenario's figures; TestMain prints them as a table.
+var (
+	e2eMu   sync.Mutex
+	e2eRows []string
+)
+
+func reportRow(scenario string, sent, kept, lost, split int, budgetErr string) {
+	e2eMu.Lock()
+	defer e2eMu.Unlock()
+	e2eRows = append(e2eRows, fmt.Sprintf("| %-22s | %8d | %8d | %6d | %5d | %-12s |", scenario, sent, kept, lost, split, budgetErr))
+}
+
+func printE2ETable() {
+	e2eMu.Lock()
+	defer e2eMu.Unlock()
+	if len(e2eRows) == 0 {
+		return
+	}
+	fmt.Fprintln(os.Stdout, "\nend-to-end scenarios (spans):")
+	fmt.Fprintln(os.Stdout, "| scenario               |     sent |     kept |   lost | split | budget error |")
+	fmt.Fprintln(os.Stdout, "|------------------------|----------|----------|--------|-------|--------------|")
+	for _, r := range e2eRows {
+		fmt.Fprintln(os.Stdout, r)
+	}
+}
+
+// outcome compares what the generator sent with what the sinks hold.
+type outcome struct {
+	sent, kept, lost, split int
+	incomplete              []pcommon.TraceID
+	keptTraces              map[pcommon.TraceID]bool
+}
+
+func collectOutcome(lg *loadGen, sinks []*otlpSink) outcome {
+	o := outcome{keptTraces: map[pcommon.TraceID]bool{}}
+	where := map[pcommon.TraceID]int{}
+	got := map[pcommon.TraceID]int{}
+	for _, s := range sinks {
+		for _, id := range s.traceIDs() {
+			where[id]++
+			got[id] += len(s.trace(id))
+		}
+	}
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	for id, tr := range lg.traces {
+		o.sent += tr.accepted
+		n := got[id]
+		o.kept += n
+		if where[id] > 1 {
+			o.split++
+		}
+		if n > 0 {
+			o.keptTraces[id] = true
+			if n != tr.accepted {
+				o.incomplete = append(o.incomplete, id)
+			}
+		}
+	}
+	return o
+}
+
+// waitQuiet waits until the sinks have received nothing new for quiet.
+func waitQuiet(t *testing.T, sinks []*otlpSink, quiet time.Duration) {
+	t.Helper()
+	last, since := -1, time.Now()
+	eventually(t, 60*time.Second, func() bool {
+		n := 0
+		for _, s := range sinks {
+			n += s.spanCount()
+		}
+		if n != last {
+			last, since = n, time.Now()
+		}
+		return time.Since(since) >= quiet
+	}, "sinks quiet for %v", quiet)
+}
+
+// TestE2ESteadyLoad: every kept trace complete and from one sampler only,
+// every error and slow trace kept, kept volume at the tier budget, and
+// span_cost(kept) bytes matching what the backend received.
+func TestE2ESteadyLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	// ≈ 3,600 spans/s offered; ≈ 1,500 traces kept in the measured window,
+	// so sampling noise stays well inside the ±10% asserted.
+	const budget = 1350.0
+	tr := startTier(t, tierOptions{samplers: 3, budget: budget, samplerEnv: map[string]string{"DECISION_WAIT_AFTER_ROOT": "2s"}})
+	lg := newLoadGen(t, tr.gateway, 300, 1)
+	start := time.Now()
+	lg.run(30 * time.Second)
+	end := time.Now()
+	waitQuiet(t, tr.sinks, 3*time.Second)
+
+	o := collectOutcome(lg, tr.sinks)
+	assert.Zero(t, o.split, "trace affinity: no trace kept by two samplers")
+	assert.Empty(t, o.incomplete, "every kept trace arrives complete")
+	missing := 0
+	for id, st := range lg.traces {
+		if (st.Error || st.Slow) && !o.keptTraces[id] {
+			missing++
+		}
+	}
+	assert.Zero(t, missing, "every error and slow trace is kept")
+
+	from := start.Add(10 * time.Second)
+	keptInWindow := 0
+	for _, s := range tr.sinks {
+		keptInWindow += s.spansBetween(from, end)
+	}
+	rate := float64(keptInWindow) / end.Sub(from).Seconds()
+	budgetErr := rate/budget - 1
+	assert.InDelta(t, 0, budgetErr, 0.10, "kept %.0f spans/s against a tier budget of %.0f", rate, budget)
+
+	// span_cost at the kept stage against the bytes the backend received.
+	want := map[string]int{}
+	for _, s := range tr.sinks {
+		for svc, b := range s.serviceBytes() {
+			want[svc] += b
+		}
+	}
+	got := map[string]float64{}
+	for _, s := range tr.samplers {
+		fams := s.metrics()
+		for svc := range want {
+			v, _ := metricValue(fams, "otelcol_processor_span_cost_bytes_total", map[string]string{"stage": "kept", "service_name": svc})
+			got[svc] += v
+		}
+	}
+	for svc, b := range want {
+		assert.InEpsilon(t, float64(b), got[svc], 0.02, "service %s: span_cost(kept) bytes vs backend bytes", svc)
+	}
+	reportRow("steady load", o.sent, o.kept, 0, o.split, fmt.Sprintf("%+.1f%%", 100*budgetErr))
+}
+
+// TestE2ERollingRestart: SIGTERM to each sampler in turn under load loses no
+// span and splits no trace (the budget is large: everything is kept).
+func TestE2ERollingRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	tr := startTier(t, tierOptions{samplers: 3, budget: 1e6})
+	lg := newLoadGen(t, tr.gateway, 50, 2)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lg.run(20 * time.Second)
+	}()
+	for i := range tr.samplers {
+		time.Sleep(4 * time.Second)
+		tr.restartSampler(i)
+	}
+	<-done
+	waitQuiet(t, tr.sinks, 4*time.Second)
+	o := collectOutcome(lg, tr.sinks)
+	lost := o.sent - o.kept
+	assert.Zero(t, lost, "no span lost across a rolling restart")
+	assert.Zero(t, o.split, "no trace split")
+	assert.Empty(t, o.incomplete)
+	reportRow("rolling restart", o.sent, o.kept, lost, o.split, "n/a (keep all)")
+}
+
+// TestE2ESamplerKilled: a sampler is SIGKILLed mid-run. Traces on the other
+// samplers stay complete; the loss (traces buffered on, or routed to, the
+// dead node) is measured; Prometheus fires the sampler-down alert.
+func TestE2ESamplerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	tr := startTier(t, tierOptions{samplers: 3, budget: 1e6})
+	targets := map[string][]string{"gateway": {tr.gateway.Metrics}}
+	for _, s := range tr.samplers {
+		targets["sampler"] = append(targets["sampler"], s.Metrics)
+	}
+	prom := startPrometheus(t, targets, "5s")
+	lg := newLoadGen(t, tr.gateway, 50, 3)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lg.run(16 * time.Second)
+	}()
+	time.Sleep(6 * time.Second)
+	tr.samplers[2].kill()
+	eventually(t, 60*time.Second, func() bool {
+		return prom.alertFiring(t, "OtelcolCostSamplerDown", map[string]string{"instance": tr.samplers[2].Metrics})
+	}, "OtelcolCostSamplerDown fires in Prometheus for the killed sampler")
+	<-done
+	waitQuiet(t, tr.sinks[:2], 4*time.Second)
+	o := collectOutcome(lg, tr.sinks)
+	assert.Zero(t, o.split)
+	// Traces delivered before the kill are complete, except those whose last
+	// parts were still routed to the dead node.
+	lost := o.sent - o.kept
+	t.Logf("sampler killed: %d of %d spans lost (%.1f%%), %d traces incomplete", lost, o.sent, 100*float64(lost)/float64(o.sent), len(o.incomplete))
+	assert.Less(t, float64(lost), 0.6*float64(o.sent), "loss is confined to the dead sampler's share")
+	reportRow("sampler killed", o.sent, o.kept, lost, o.split, "n/a (keep all)")
+}
+
+// TestE2EAlertsFire: an undersized contrib tail_sampling drops traces too
+// early and a service runs over its budget; Prometheus, evaluating the
+// shipped rules, fires both alerts.
+func TestE2EAlertsFire(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	c := startCollector(t, nil, "integration/testdata/alerting.yaml")
+	prom := startPrometheus(t, map[string][]string{"undersized": {c.Metrics}}, "5s")
+	g := workload.NewGenerator(workload.Options{Services: 1, Seed: 9})
+	deadline := time.Now().Add(60 * time.Second)
+	fired := map[string]bool{}
+	for time.Now().Before(deadline) && !(fired["dropped"] && fired["budget"]) {
+		td, _ := g.Batch(50)
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			td.ResourceSpans().At(i).Resource().Attributes().PutStr("service.name", "checkout")
+		}
+		require.NoError(t, c.sendGRPC(td))
+		time.Sleep(200 * time.Millisecond)
+		fired["dropped"] = fired["dropped"] || prom.alertFiring(t, "OtelcolTailSamplingDroppedTooEarly", map[string]string{"job": "undersized"})
+		fired["budget"] = fired["budget"] || prom.alertFiring(t, "OtelcolCostServiceOverBudget", map[string]string{"service_name": "checkout"})
+	}
+	assert.True(t, fired["dropped"], "dropped-too-early alert fires")
+	assert.True(t, fired["budget"], "per-service spend alert fires")
+	v, ok := prom.query(t, `max(otelcol_processor_span_cost_budget_utilization{service_name="checkout"})`)
+	require.True(t, ok)
+	assert.Greater(t, v, 1.0)
+	reportRow("alerts fire", 0, 0, 0, 0, strings.TrimSpace(fmt.Sprintf("%v", fired)))
+}
