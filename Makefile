@@ -13,7 +13,7 @@ SOURCES      := $(shell find . -name '*.go' -not -path './.tools/*' -not -name '
 
 export CGO_ENABLED := 0
 
-.PHONY: all build run test unit integration chart-test bench generate check-generate lint tools
+.PHONY: all build run test unit integration chart-test bench generate check-generate lint tools deps
 
 all: build
 
@@ -34,9 +34,16 @@ $(OCB):
 $(HELM):
 	GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
-# Go-installed tools the tests use. promtool comes from Debian's `prometheus`
-# package (.ci/run installs it).
+# Go-installed tools the tests use.
 tools: $(OCB) $(HELM)
+
+# promtool (alert rule tests) and prometheus (end-to-end scrapes) come from
+# Debian's `prometheus` package, installed when missing.
+deps:
+	@if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then \
+		echo "installing Debian's prometheus package (promtool, prometheus)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	fi
 
 # Regenerates dist/ (sources, go.mod, go.sum) from builder-config.yaml.
 generate: $(OCB)
@@ -53,18 +60,23 @@ lint:
 unit:
 	$(GO) test -count=1 ./internal/... ./processor/...
 
-integration: build $(HELM)
+integration: deps build $(HELM)
 	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) $(GO) test -count=1 -timeout 20m ./integration/...
 
-chart-test: build $(HELM)
+chart-test: deps build $(HELM)
 	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) $(GO) test -count=1 -run 'Chart|MemoryLimiter|AlertRules' ./integration/...
 
 # What CI runs: lint, generated sources current, unit and integration tests
 # (the built binary against real OTLP peers on loopback), benchmarks compile
 # and run once.
-test: lint check-generate build $(HELM)
+test: deps lint check-generate build $(HELM)
 	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) $(GO) test -count=1 -timeout 30m ./...
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/... ./processor/...
 
+# The figures in docs/BENCHMARKS.md (about 25 minutes on 2 cores).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./processor/... ./bench/... | tee bench.out
+	$(GO) test -run '^$$' -bench SpanCost -benchmem -count 5 ./processor/spancostprocessor/ | tee bench.out
+	$(GO) test -run '^$$' -bench TailSamplers -benchtime 3000x -count 3 -cpu 1,2 ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench HeapPerBufferedSpan -benchtime 200x -count 5 ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench OTLPWire -benchmem -count 3 ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench SamplerScaling -benchtime 500x ./bench/ | tee -a bench.out

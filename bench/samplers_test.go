@@ -69,6 +69,17 @@ func newSampler(b *testing.B, kind string, next consumer.Traces) processor.Trace
 	default:
 		b.Fatalf("unknown sampler %q", kind)
 	}
+	return createSampler(b, f, raw, next)
+}
+
+// newOurSampler builds our sampler with a given configuration.
+func newOurSampler(b *testing.B, next consumer.Traces, raw map[string]any) processor.Traces {
+	b.Helper()
+	return createSampler(b, budgettailsamplingprocessor.NewFactory(), raw, next)
+}
+
+func createSampler(b *testing.B, f processor.Factory, raw map[string]any, next consumer.Traces) processor.Traces {
+	b.Helper()
 	cfg := f.CreateDefaultConfig()
 	if err := confmap.NewFromStringMap(raw).Unmarshal(cfg); err != nil {
 		b.Fatal(err)
@@ -123,12 +134,15 @@ const warmUp = decisionWait + 3*time.Second
 // BenchmarkTailSamplers feeds the same stream to nothing (the cost of
 // building requests, subtracted when comparing), contrib's tail_sampling and
 // ours. After a warm-up, it measures over the timed loop:
+//
 //   - cpu-ns/span: process CPU per span (intake and the background decisions
 //     of the traffic decision_wait earlier: steady state);
+//
 //   - wall-ns/span: time per span on the feeding goroutine;
+//
 //   - kept-ratio: spans forwarded over spans sent in the loop.
 //
-//	go test -run '^$' -bench TailSamplers -benchtime 4000x -count 3 -cpu 1,2 ./bench/
+//     go test -run '^$' -bench TailSamplers -benchtime 4000x -count 3 -cpu 1,2 ./bench/
 func BenchmarkTailSamplers(b *testing.B) {
 	for _, wl := range workloads {
 		for _, kind := range []string{"none", "contrib", "ours"} {
