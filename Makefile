@@ -70,7 +70,9 @@ chart-test: deps build $(HELM)
 # (the built binary against real OTLP peers on loopback), benchmarks compile
 # and run once.
 test: deps lint check-generate build $(HELM)
-	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) $(GO) test -count=1 -timeout 30m ./...
+	@rm -f bin/e2e-report.txt
+	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) E2E_REPORT=$(CURDIR)/bin/e2e-report.txt $(GO) test -count=1 -timeout 30m ./...
+	@cat bin/e2e-report.txt 2>/dev/null || true
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/... ./processor/...
 
 # The figures in docs/BENCHMARKS.md (about 25 minutes on 2 cores).

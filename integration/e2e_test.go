@@ -27,17 +27,25 @@ func reportRow(scenario string, sent, kept, lost, split int, budgetErr string) {
 	e2eRows = append(e2eRows, fmt.Sprintf("| %-22s | %8d | %8d | %6d | %5d | %-12s |", scenario, sent, kept, lost, split, budgetErr))
 }
 
+// printE2ETable prints the scenarios' figures and, because `go test` hides
+// a passing package's output, also writes them to $E2E_REPORT when set
+// (`make test` prints that file).
 func printE2ETable() {
 	e2eMu.Lock()
 	defer e2eMu.Unlock()
 	if len(e2eRows) == 0 {
 		return
 	}
-	fmt.Fprintln(os.Stdout, "\nend-to-end scenarios (spans):")
-	fmt.Fprintln(os.Stdout, "| scenario               |     sent |     kept |   lost | split | budget error |")
-	fmt.Fprintln(os.Stdout, "|------------------------|----------|----------|--------|-------|--------------|")
+	var b strings.Builder
+	b.WriteString("\nend-to-end scenarios (spans):\n")
+	b.WriteString("| scenario               |     sent |     kept |   lost | split | budget error |\n")
+	b.WriteString("|------------------------|----------|----------|--------|-------|--------------|\n")
 	for _, r := range e2eRows {
-		fmt.Fprintln(os.Stdout, r)
+		b.WriteString(r + "\n")
+	}
+	fmt.Fprint(os.Stdout, b.String())
+	if path := os.Getenv("E2E_REPORT"); path != "" {
+		_ = os.WriteFile(path, []byte(b.String()), 0o644)
 	}
 }
 
