@@ -80,18 +80,6 @@ func Randomness(id pcommon.TraceID, ts string) sampling.Randomness {
 	return sampling.TraceIDToRandomness(id)
 }
 
-// Threshold returns the existing th of ts, if valid.
-func Threshold(ts string) (sampling.Threshold, bool) {
-	if !strings.Contains(ts, "th:") {
-		return sampling.Threshold{}, false
-	}
-	w3c, err := sampling.NewW3CTraceState(ts)
-	if err != nil {
-		return sampling.Threshold{}, false
-	}
-	return w3c.OTelValue().TValueThreshold()
-}
-
 // WithThreshold returns ts with th set to th, keeping every other member.
 // An existing stricter threshold is kept: sampling never raises a span's
 // probability. A tracestate that cannot be parsed is replaced by ot=th only

@@ -47,6 +47,7 @@ type spanCost struct {
 	other    *series
 	keyBuf   []byte
 	values   []string
+	onSpan   []bool // dimensions the current resource lacks
 	weights  otep235.WeightReader
 	window   window
 	sizeBufs otlpsize.Scratch
@@ -83,6 +84,7 @@ func newSpanCost(set processor.Settings, cfg *Config) (*spanCost, error) {
 		serviceDim: slices.Index(cfg.Dimensions, serviceNameKey),
 		series:     make(map[string]*series),
 		values:     make([]string, len(cfg.Dimensions)),
+		onSpan:     make([]bool, len(cfg.Dimensions)),
 	}
 	for _, d := range cfg.Dimensions {
 		p.labelKeys = append(p.labelKeys, promLabel(d))
@@ -111,8 +113,7 @@ func (p *spanCost) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		res := rs.Resource().Attributes()
-		if p.lookupDims(res, pcommon.Map{}) {
+		if p.resourceDims(rs.Resource().Attributes()) {
 			// Fast path: every dimension is on the resource, so the whole
 			// resource (spans and envelope bytes) belongs to one series.
 			s, over := p.seriesFor()
@@ -138,7 +139,7 @@ func (p *spanCost) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.
 		// Slow path: some dimension lives on spans, so each span is sized and
 		// given its even share of its scope's and resource's envelope bytes.
 		p.sizeBufs.Attribute(rs, func(span ptrace.Span, bytes int) {
-			p.lookupDims(res, span.Attributes())
+			p.spanDims(span.Attributes())
 			s, over := p.seriesFor()
 			w, bad := p.weights.Weight(span)
 			if bad {
@@ -160,25 +161,34 @@ func (p *spanCost) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.
 	return td, nil
 }
 
-// lookupDims fills p.values from res, then span; it reports whether every
-// dimension was found on the resource. A zero span map means "resource only".
-func (p *spanCost) lookupDims(res, span pcommon.Map) bool {
+// resourceDims fills p.values from the resource and remembers which
+// dimensions it lacks; it reports whether it had them all.
+func (p *spanCost) resourceDims(res pcommon.Map) bool {
 	all := true
 	for i, key := range p.cfg.Dimensions {
-		if v, ok := res.Get(key); ok {
+		v, ok := res.Get(key)
+		p.onSpan[i] = !ok
+		if ok {
 			p.values[i] = valueString(v)
-			continue
+		} else {
+			all = false
 		}
-		all = false
-		if span != (pcommon.Map{}) {
-			if v, ok := span.Get(key); ok {
-				p.values[i] = valueString(v)
-				continue
-			}
-		}
-		p.values[i] = unknownValue
 	}
 	return all
+}
+
+// spanDims fills the dimensions the resource lacks from a span's
+// attributes, `unknown` where the span lacks them too.
+func (p *spanCost) spanDims(attrs pcommon.Map) {
+	for i, key := range p.cfg.Dimensions {
+		if !p.onSpan[i] {
+			continue
+		}
+		p.values[i] = unknownValue
+		if v, ok := attrs.Get(key); ok {
+			p.values[i] = valueString(v)
+		}
+	}
 }
 
 func valueString(v pcommon.Value) string {
