@@ -256,3 +256,52 @@ func TestE2EAlertsFire(t *testing.T) {
 	assert.Greater(t, v, 1.0)
 	reportRow("alerts fire", 0, 0, 0, 0, strings.TrimSpace(fmt.Sprintf("%v", fired)))
 }
+
+// TestE2EScaleOut: a fourth sampler joins the static list and the gateway is
+// restarted with it. Consistent hashing moves part of the trace-ID space to
+// the new sampler, so traces in flight during the change are split across
+// two samplers: the test measures how many (the baseline for future work)
+// and checks that no span is lost (the budget keeps everything).
+func TestE2EScaleOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	tr := startTier(t, tierOptions{samplers: 3, budget: 1e6})
+	lg := newLoadGen(t, tr.gateway, 50, 5)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lg.run(16 * time.Second)
+	}()
+	time.Sleep(6 * time.Second)
+	// The new sampler, with its own sink.
+	sink := startSink(t)
+	env := map[string]string{}
+	for k, v := range tr.env[0] {
+		env[k] = v
+	}
+	env["OTLP_BACKEND_ENDPOINT"] = sink.Addr
+	env["SAMPLER_INSTANCES"] = "4"
+	s4 := startCollector(t, env, tr.configs...)
+	tr.sinks = append(tr.sinks, sink)
+	tr.samplers = append(tr.samplers, s4)
+	var hostnames []string
+	for _, s := range tr.samplers {
+		hostnames = append(hostnames, s.GRPC)
+	}
+	// Restart the gateway where it was, with four samplers.
+	tr.gateway.stop()
+	tr.gateway = startCollectorAt(t, tr.gateway.ep, map[string]string{
+		"SAMPLER_ENDPOINTS": "[" + strings.Join(hostnames, ", ") + "]",
+		"LOG_LEVEL":         "warn",
+	}, configPath("gateway.yaml"))
+	<-done
+	waitQuiet(t, tr.sinks, 4*time.Second)
+	o := collectOutcome(lg, tr.sinks)
+	lost := o.sent - o.kept
+	assert.Zero(t, lost, "no span lost while scaling out")
+	assert.Positive(t, sink.spanCount(), "the new sampler takes a share")
+	traces := len(lg.traces)
+	t.Logf("scale out: %d of %d traces split across two samplers (%.2f%%)", o.split, traces, 100*float64(o.split)/float64(traces))
+	reportRow("scale out (3→4)", o.sent, o.kept, lost, o.split, "n/a (keep all)")
+}
