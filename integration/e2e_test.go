@@ -305,3 +305,94 @@ func TestE2EScaleOut(t *testing.T) {
 	t.Logf("scale out: %d of %d traces split across two samplers (%.2f%%)", o.split, traces, 100*float64(o.split)/float64(traces))
 	reportRow("scale out (3→4)", o.sent, o.kept, lost, o.split, "n/a (keep all)")
 }
+
+// TestE2EOverload: far more load than the samplers' memory allows. Their
+// memory_limiter refuses with retryable errors, the gateway and the generator
+// retry, resident memory stays under the limit, and every span the gateway
+// accepted is accounted for: decided (kept at a sink or counted not sampled).
+func TestE2EOverload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	const limitMiB = 80
+	tr := startTier(t, tierOptions{samplers: 3, budget: 300, samplerEnv: map[string]string{
+		"MEMORY_LIMIT_MIB":         fmt.Sprint(limitMiB),
+		"MEMORY_SPIKE_LIMIT_MIB":   "40",
+		"DECISION_WAIT":            "8s",
+		"DECISION_WAIT_AFTER_ROOT": "6s",
+	}})
+	lg := newLoadGen(t, tr.gateway, 2500, 6)
+	// limit_mib bounds the Go heap; resident memory adds the runtime and the
+	// mapped binary, measured here before any load.
+	baseline := make([]int, len(tr.samplers))
+	for i, s := range tr.samplers {
+		baseline[i] = rssMiB(s)
+	}
+	peak := make([]int, len(tr.samplers))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			for i, s := range tr.samplers {
+				peak[i] = max(peak[i], rssMiB(s))
+			}
+		}
+	}()
+	lg.run(20 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	// Wait until every accepted span has been decided somewhere.
+	accepted := 0
+	for _, st := range lg.traces {
+		accepted += st.accepted
+	}
+	decided := func() (total, refused float64) {
+		for _, s := range tr.samplers {
+			f := s.metrics()
+			v, _ := metricValue(f, "otelcol_processor_budget_tail_sampling_spans_total", nil)
+			r, _ := metricValue(f, "otelcol_processor_memory_limiter_refused_spans", nil)
+			total += v
+			refused += r
+		}
+		return
+	}
+	eventually(t, 90*time.Second, func() bool { d, _ := decided(); return int(d) >= accepted },
+		"all %d accepted spans decided", accepted)
+	d, refused := decided()
+	kept := 0
+	for _, s := range tr.sinks {
+		kept += s.spanCount()
+	}
+	t.Logf("overload: generator refusals %d, sampler memory_limiter refused %.0f spans, accepted %d, decided %.0f, kept %d, RSS idle %v → peak %v MiB (heap limit %d)",
+		lg.refused, refused, accepted, d, kept, baseline, peak, limitMiB)
+	assert.Equal(t, float64(accepted), d, "every accepted span decided exactly once")
+	assert.Positive(t, refused+float64(lg.refused), "the load was refused somewhere: it exceeded capacity")
+	for i, p := range peak {
+		assert.Less(t, p-baseline[i], limitMiB, "sampler %d: memory grown under load stays under the memory_limiter limit", i)
+	}
+	reportRow("overload", accepted, kept, accepted-int(d), 0, "n/a")
+}
+
+// rssMiB reads a collector's resident set size from /proc.
+func rssMiB(c *collector) int {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			var kb int
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")), "%d", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
