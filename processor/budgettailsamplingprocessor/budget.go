@@ -81,10 +81,17 @@ type estimator struct {
 	priority    float64
 	kept        float64
 	primed      bool
+	// correction scales the baseline budget by how far the kept volume
+	// missed the budget (integral feedback). Probabilities set from noisy
+	// rate estimates overshoot on average (E[1/rate] > 1/E[rate]), by ≈ 5%
+	// with few large traces per interval; this takes that out.
+	correction float64
+	binding    bool // the last policy sampled the baseline (budget binding)
 }
 
 func newEstimator(cfg *Config) *estimator {
-	return &estimator{smoothing: cfg.Smoothing, maxShare: cfg.Budget.MaxPriorityShare, maxServices: cfg.MaxServices, baseline: map[string]float64{}}
+	return &estimator{smoothing: cfg.Smoothing, maxShare: cfg.Budget.MaxPriorityShare, maxServices: cfg.MaxServices,
+		baseline: map[string]float64{}, correction: 1}
 }
 
 func (e *estimator) ewma(old, cur float64) float64 {
@@ -111,6 +118,12 @@ func (e *estimator) update(v volumes, secs, share float64) *policy {
 	}
 	e.priority = e.ewma(e.priority, v.priority/secs)
 	e.kept = e.ewma(e.kept, v.kept/secs)
+	if e.binding && share > 0 && v.kept > 0 {
+		// At most 2% a step and within ±30%: slow enough that a load step
+		// (which the rate estimates follow on their own) barely moves it.
+		step := min(max(math.Pow(share/(v.kept/secs), 0.3), 0.98), 1.02)
+		e.correction = min(max(e.correction*step, 0.7), 1.3)
+	}
 	e.primed = true
 
 	pol := &policy{services: make(map[string]probability, len(e.baseline))}
@@ -124,8 +137,9 @@ func (e *estimator) update(v volumes, secs, share float64) *policy {
 	if e.priority > prioBudget {
 		pol.priority = newProbability(prioBudget / e.priority)
 	}
-	remaining := share - math.Min(e.priority, prioBudget)
+	remaining := (share - math.Min(e.priority, prioBudget)) * e.correction
 	level := waterLevel(e.baseline, remaining)
+	e.binding = !math.IsInf(level, 1)
 	var total, keptBase float64
 	for svc, r := range e.baseline {
 		pr := always

@@ -200,3 +200,40 @@ func TestWaterLevel(t *testing.T) {
 	assert.InDelta(t, 2.5, waterLevel(rates, 6), 1e-9) // 1 + 2.5 + 2.5 = 6
 	assert.Zero(t, waterLevel(rates, 0))
 }
+
+func TestCorrectionTakesOutASteadyOvershoot(t *testing.T) {
+	e := newEstimator(budgetConfig(1000))
+	vols := func(kept float64) volumes {
+		v := newVolumes()
+		v.baseline["a"] = 5000
+		v.kept = kept
+		return v
+	}
+	// The first policy samples (5,000 offered against 1,000): binding.
+	e.update(vols(1000), 1, 1000)
+	require.True(t, e.binding)
+	// Kept keeps coming in 10% over budget: the correction walks down, at
+	// most 2% an interval, and settles within its bounds.
+	prev := e.correction
+	for i := 0; i < 10; i++ {
+		e.update(vols(1100), 1, 1000)
+		assert.Less(t, e.correction, prev)
+		assert.GreaterOrEqual(t, e.correction, prev*0.98-1e-12)
+		prev = e.correction
+	}
+	for i := 0; i < 200; i++ {
+		e.update(vols(1100), 1, 1000)
+	}
+	assert.InDelta(t, 0.7, e.correction, 1e-9, "bounded below")
+	// Not binding (everything fits): the correction stays where it is.
+	small := newVolumes()
+	small.baseline["a"] = 10
+	small.kept = 10
+	for i := 0; i < 20; i++ {
+		e.update(small, 1, 1000)
+	}
+	assert.False(t, e.binding)
+	c := e.correction
+	e.update(small, 1, 1000)
+	assert.Equal(t, c, e.correction)
+}
