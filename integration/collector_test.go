@@ -84,15 +84,47 @@ func newEndpoints(t *testing.T) endpoints {
 }
 
 // startCollector runs the binary with the given configs on free loopback
-// ports and waits until its health check answers.
+// ports and waits until its health check answers. A port picked free can be
+// taken before the collector binds it (an outgoing connection's ephemeral
+// port, a parallel test): then it retries on new ports, three times at most.
 func startCollector(t *testing.T, env map[string]string, configs ...string) *collector {
 	t.Helper()
-	return startCollectorAt(t, newEndpoints(t), env, configs...)
+	for attempt := 1; ; attempt++ {
+		c, err := launchCollector(t, newEndpoints(t), env, configs...)
+		if err == nil {
+			return c
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("retrying on other ports: %v", firstLine(err.Error()))
+	}
 }
 
 // startCollectorAt is startCollector on given endpoints (to restart a
-// collector where it was).
+// collector where it was); a port still held retries after a pause.
 func startCollectorAt(t *testing.T, ep endpoints, env map[string]string, configs ...string) *collector {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := launchCollector(t, ep, env, configs...)
+		if err == nil {
+			return c
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func launchCollector(t *testing.T, ep endpoints, env map[string]string, configs ...string) (*collector, error) {
 	t.Helper()
 	c := &collector{
 		t:       t,
@@ -102,10 +134,10 @@ func startCollectorAt(t *testing.T, ep endpoints, env map[string]string, configs
 		HTTP:    ep.HTTP,
 		Health:  ep.Health,
 		DataDir: t.TempDir(),
+		ep:      ep,
 	}
 	metricsPort := ep.MetricsPort
 	c.Metrics = fmt.Sprintf("127.0.0.1:%d", metricsPort)
-	c.ep = ep
 	args := []string{}
 	for _, cfg := range configs {
 		args = append(args, "--config", cfg)
@@ -124,7 +156,9 @@ func startCollectorAt(t *testing.T, ep endpoints, env map[string]string, configs
 		c.cmd.Env = append(c.cmd.Env, k+"="+v)
 	}
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
-	require.NoError(t, c.cmd.Start())
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
+	}
 	go func() {
 		c.exitErr = c.cmd.Wait()
 		close(c.done)
@@ -140,29 +174,31 @@ func startCollectorAt(t *testing.T, ep endpoints, env map[string]string, configs
 			t.Logf("collector output:\n%s", c.out.String())
 		}
 	})
-	c.waitHealthy()
-	return c
+	if err := c.waitHealthy(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
-func (c *collector) waitHealthy() {
-	c.t.Helper()
+func (c *collector) waitHealthy() error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case <-c.done:
-			c.t.Fatalf("collector exited during start-up: %v\n%s", c.exitErr, c.out.String())
+			return fmt.Errorf("collector exited during start-up: %v\n%s", c.exitErr, c.out.String())
 		default:
 		}
 		resp, err := http.Get("http://" + c.Health + "/")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	c.t.Fatalf("collector not healthy after 60s:\n%s", c.out.String())
+	_ = c.cmd.Process.Kill()
+	return fmt.Errorf("collector not healthy after 60s:\n%s", c.out.String())
 }
 
 // kill sends SIGKILL and waits for the process to go.
