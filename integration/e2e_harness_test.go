@@ -233,29 +233,60 @@ func startPrometheus(t *testing.T, targets map[string][]string, forDuration stri
 		fmt.Fprintf(&sc, "  - job_name: %s\n    static_configs:\n      - targets: [%s]\n", job, strings.Join(addrs, ", "))
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(sc.String()), 0o600))
+	// A port picked free can be taken before Prometheus binds it: retry on
+	// another, three times at most.
+	for attempt := 1; ; attempt++ {
+		p, err := launchPrometheus(t, bin, dir)
+		if err == nil {
+			return p
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("retrying prometheus on another port: %v", err)
+	}
+}
+
+func launchPrometheus(t *testing.T, bin, dir string) (*prometheus, error) {
+	t.Helper()
 	p := &prometheus{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+p.addr)
 	cmd.Dir = dir
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start())
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 		if t.Failed() {
 			t.Logf("prometheus output:\n%s", out.String())
 		}
 	})
-	eventually(t, 30*time.Second, func() bool {
-		resp, err := http.Get("http://" + p.addr + "/-/ready")
-		if err != nil {
-			return false
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return nil, fmt.Errorf("prometheus exited during start-up:\n%s", out.String())
+		default:
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, "prometheus ready")
-	return p
+		if resp, err := http.Get("http://" + p.addr + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p, nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	return nil, fmt.Errorf("prometheus not ready after 30s:\n%s", out.String())
 }
 
 // firing returns the firing alerts' names with their labels.
