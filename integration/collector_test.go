@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -181,24 +182,38 @@ func launchCollector(t *testing.T, ep endpoints, env map[string]string, configs 
 }
 
 func (c *collector) waitHealthy() error {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	switch waitReady("http://"+c.Health+"/", c.done, 60*time.Second) {
+	case errExited:
+		return fmt.Errorf("collector exited during start-up: %v\n%s", c.exitErr, c.out.String())
+	case errNotReady:
+		_ = c.cmd.Process.Kill()
+		return fmt.Errorf("collector not healthy after 60s:\n%s", c.out.String())
+	}
+	return nil
+}
+
+var (
+	errExited   = errors.New("exited")
+	errNotReady = errors.New("not ready")
+)
+
+// waitReady polls url until it answers 200, the process behind it exits
+// (exited closes), or timeout passes.
+func waitReady(url string, exited <-chan struct{}, timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		select {
-		case <-c.done:
-			return fmt.Errorf("collector exited during start-up: %v\n%s", c.exitErr, c.out.String())
+		case <-exited:
+			return errExited
 		default:
 		}
-		resp, err := http.Get("http://" + c.Health + "/")
-		if err == nil {
+		if resp, err := http.Get(url); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	_ = c.cmd.Process.Kill()
-	return fmt.Errorf("collector not healthy after 60s:\n%s", c.out.String())
+	return errNotReady
 }
 
 // kill sends SIGKILL and waits for the process to go.

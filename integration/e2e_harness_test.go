@@ -146,6 +146,17 @@ func (lg *loadGen) run(d time.Duration) {
 	}
 }
 
+// start runs the generator for d in the background; the channel closes when
+// it is done.
+func (lg *loadGen) start(d time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lg.run(d)
+	}()
+	return done
+}
+
 func (lg *loadGen) newTrace(now time.Time) {
 	g := lg.gens[lg.rnd.IntN(len(lg.gens))]
 	td := ptrace.NewTraces()
@@ -270,23 +281,14 @@ func launchPrometheus(t *testing.T, bin, dir string) (*prometheus, error) {
 			t.Logf("prometheus output:\n%s", out.String())
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			return nil, fmt.Errorf("prometheus exited during start-up:\n%s", out.String())
-		default:
-		}
-		if resp, err := http.Get("http://" + p.addr + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
+	switch waitReady("http://"+p.addr+"/-/ready", exited, 30*time.Second) {
+	case errExited:
+		return nil, fmt.Errorf("prometheus exited during start-up:\n%s", out.String())
+	case errNotReady:
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("prometheus not ready after 30s:\n%s", out.String())
 	}
-	_ = cmd.Process.Kill()
-	return nil, fmt.Errorf("prometheus not ready after 30s:\n%s", out.String())
+	return p, nil
 }
 
 // firing returns the firing alerts' names with their labels.

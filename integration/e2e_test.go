@@ -172,11 +172,7 @@ func TestE2ERollingRestart(t *testing.T) {
 	}
 	tr := startTier(t, tierOptions{samplers: 3, budget: 1e6})
 	lg := newLoadGen(t, tr.gateway, 50, 2)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lg.run(20 * time.Second)
-	}()
+	done := lg.start(20 * time.Second)
 	for i := range tr.samplers {
 		time.Sleep(4 * time.Second)
 		tr.restartSampler(i)
@@ -205,11 +201,7 @@ func TestE2ESamplerKilled(t *testing.T) {
 	}
 	prom := startPrometheus(t, targets, "5s")
 	lg := newLoadGen(t, tr.gateway, 50, 3)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lg.run(16 * time.Second)
-	}()
+	done := lg.start(16 * time.Second)
 	time.Sleep(6 * time.Second)
 	tr.samplers[2].kill()
 	eventually(t, 60*time.Second, func() bool {
@@ -241,9 +233,7 @@ func TestE2EAlertsFire(t *testing.T) {
 	fired := map[string]bool{}
 	for time.Now().Before(deadline) && !(fired["dropped"] && fired["budget"]) {
 		td, _ := g.Batch(50)
-		for i := 0; i < td.ResourceSpans().Len(); i++ {
-			td.ResourceSpans().At(i).Resource().Attributes().PutStr("service.name", "checkout")
-		}
+		workload.SetService(td, "checkout")
 		require.NoError(t, c.sendGRPC(td))
 		time.Sleep(200 * time.Millisecond)
 		fired["dropped"] = fired["dropped"] || prom.alertFiring(t, "OtelcolTailSamplingDroppedTooEarly", map[string]string{"job": "undersized"})
@@ -268,11 +258,7 @@ func TestE2EScaleOut(t *testing.T) {
 	}
 	tr := startTier(t, tierOptions{samplers: 3, budget: 1e6})
 	lg := newLoadGen(t, tr.gateway, 50, 5)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lg.run(16 * time.Second)
-	}()
+	done := lg.start(16 * time.Second)
 	time.Sleep(6 * time.Second)
 	// The new sampler, with its own sink.
 	sink := startSink(t)

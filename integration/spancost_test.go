@@ -21,9 +21,7 @@ func TestSpanCostPerServiceThroughTheBinary(t *testing.T) {
 	for i, svc := range []string{"checkout", "search", "checkout"} {
 		g := workload.NewGenerator(workload.Options{Services: 1, SpansPerTrace: 3 + i, Seed: uint64(i)})
 		td, _ := g.Batch(40 + 30*i)
-		for r := 0; r < td.ResourceSpans().Len(); r++ {
-			td.ResourceSpans().At(r).Resource().Attributes().PutStr("service.name", svc)
-		}
+		workload.SetService(td, svc)
 		// One service per request: its bytes are the request's OTLP size.
 		wantBytes[svc] += m.TracesSize(td)
 		wantSpans[svc] += td.SpanCount()

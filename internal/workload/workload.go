@@ -243,3 +243,11 @@ func Interleave(td ptrace.Traces, parts int) []ptrace.Traces {
 	}
 	return out
 }
+
+// SetService sets service.name on every resource of td.
+func SetService(td ptrace.Traces, service string) {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rss.At(i).Resource().Attributes().PutStr("service.name", service)
+	}
+}

@@ -49,9 +49,7 @@ func (l *load) run(seconds int) []int {
 					l.errIDs[tr.ID] = true
 				}
 			}
-			for i := 0; i < td.ResourceSpans().Len(); i++ {
-				td.ResourceSpans().At(i).Resource().Attributes().PutStr("service.name", svc)
-			}
+			workload.SetService(td, svc)
 			l.ts.send(td)
 		}
 		before := l.ts.sink.SpanCount()

@@ -112,9 +112,7 @@ func TestConsistentAcrossInstances(t *testing.T) {
 	b.p.policy.Store(pol)
 	g := workload.NewGenerator(workload.Options{Services: 1, Seed: 7})
 	td, _ := g.Batch(500)
-	for i := 0; i < td.ResourceSpans().Len(); i++ {
-		td.ResourceSpans().At(i).Resource().Attributes().PutStr("service.name", "api")
-	}
+	workload.SetService(td, "api")
 	tdB := ptrace.NewTraces()
 	td.CopyTo(tdB)
 	// Instance b receives the same traces split into single-span requests.
