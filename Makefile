@@ -6,6 +6,9 @@ TOOLS        := $(CURDIR)/.tools
 OCB          := $(TOOLS)/builder
 HELM         := $(TOOLS)/helm
 HELM_VERSION := v3.21.4
+BENCHSTAT    := $(TOOLS)/benchstat
+# golang.org/x/perf has no tags; this is the newest pseudo-version served.
+PERF_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 BIN          := $(CURDIR)/bin/otelcol-cost
 CONFIG       ?= configs/tail.yaml
 # Sources the binary depends on: our module and the generated distribution.
@@ -33,6 +36,9 @@ $(OCB):
 
 $(HELM):
 	GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+$(BENCHSTAT):
+	GOBIN=$(TOOLS) $(GO) install golang.org/x/perf/cmd/benchstat@$(PERF_VERSION)
 
 # Go-installed tools the tests use.
 tools: $(OCB) $(HELM)
@@ -75,10 +81,15 @@ test: deps lint check-generate build $(HELM)
 	@cat bin/e2e-report.txt 2>/dev/null || true
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/... ./processor/...
 
-# The figures in docs/BENCHMARKS.md (about 25 minutes on 2 cores).
-bench:
+# The figures in docs/BENCHMARKS.md (about 50 minutes on 2 cores): every
+# Go benchmark 5 times, medians by benchstat (bench.txt), then the binary
+# ramped until refusal (bench-e2e.md).
+bench: build $(BENCHSTAT)
 	$(GO) test -run '^$$' -bench SpanCost -benchmem -count 5 ./processor/spancostprocessor/ | tee bench.out
-	$(GO) test -run '^$$' -bench TailSamplers -benchtime 3000x -count 3 -cpu 1,2 ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench TailSamplers -benchtime 3000x -count 5 -cpu 1,2 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench HeapPerBufferedSpan -benchtime 200x -count 5 ./bench/ | tee -a bench.out
-	$(GO) test -run '^$$' -bench OTLPWire -benchmem -count 3 ./bench/ | tee -a bench.out
-	$(GO) test -run '^$$' -bench SamplerScaling -benchtime 500x ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench OTLPWire -benchmem -count 5 ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench SamplerScaling -benchtime 500x -count 5 ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench OutlierGroups -benchtime 2000x -count 5 ./bench/ | tee -a bench.out
+	$(BENCHSTAT) bench.out | tee bench.txt
+	$(GO) run ./bench/cmd/loadramp -bin $(BIN) -out bench-e2e.md

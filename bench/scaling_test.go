@@ -6,6 +6,9 @@ import (
 	"runtime"
 	"testing"
 
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 )
 
@@ -51,5 +54,70 @@ func BenchmarkSamplerScaling(b *testing.B) {
 				b.ReportMetric(float64(ms.HeapAlloc)/float64(buffered*4), "heap-B/buffered-span")
 			})
 		}
+	}
+}
+
+// BenchmarkOutlierGroups shows what the latency-outlier groups cost as their
+// number grows: heap per group once every group's sketch is filled, and the
+// sampler's cost per span at that size. Groups are root operations (group_by
+// span.name), so the services' own state stays the same across sizes; each
+// decision is forced right away (max_traces is small) so that every trace
+// feeds its group's sketch.
+//
+//	go test -run '^$' -bench OutlierGroups -benchtime 500x ./bench/
+func BenchmarkOutlierGroups(b *testing.B) {
+	const perGroup = 100 // observations per group before measuring
+	fill := func(b *testing.B, groups int) (processor.Traces, func(), uint64) {
+		g := workload.NewGenerator(workload.Options{Services: 10, ErrorEvery: 100, SlowEvery: 100})
+		p := newOurSampler(b, &countingSink{}, map[string]any{
+			"decision_wait":            "1h",
+			"decision_wait_after_root": "1h",
+			"max_traces":               1000,
+			"budget":                   map[string]any{"spans_per_second": 15000},
+			"outliers":                 map[string]any{"group_by": []any{"span.name"}, "max_groups": groups},
+		})
+		n := 0
+		next := func() ptrace.Traces {
+			td, _ := g.Batch(100)
+			rss := td.ResourceSpans()
+			for i := 0; i < rss.Len(); i++ {
+				root := rss.At(i).ScopeSpans().At(0).Spans().At(0)
+				root.SetName(fmt.Sprintf("op-%d", n%groups))
+				n++
+			}
+			return td
+		}
+		for filled := 0; filled < max(perGroup*groups, 50_000); filled += 100 {
+			_ = p.ConsumeTraces(context.Background(), next())
+		}
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return p, func() {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				td := next()
+				b.StartTimer()
+				if err := p.ConsumeTraces(context.Background(), td); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}, ms.HeapAlloc
+	}
+	for _, groups := range []int{10, 100, 1_000, 10_000} {
+		b.Run(fmt.Sprintf("groups_%d", groups), func(b *testing.B) {
+			// The same sampler with one group: everything but the groups.
+			base, _, baseHeap := fill(b, 1)
+			_ = base.Shutdown(context.Background())
+			base = nil
+			runtime.GC()
+			p, loop, heap := fill(b, groups)
+			defer func() { _ = p.Shutdown(context.Background()) }()
+			b.ResetTimer()
+			loop()
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*400), "ns/span")
+			b.ReportMetric((float64(heap)-float64(baseHeap))/float64(groups-1), "heap-B/group")
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +36,9 @@ type tier struct {
 	sinks    []*otlpSink
 	env      []map[string]string
 	configs  []string
+	// resolverFile overrides the gateway's static sampler list; rewriting it
+	// and sending SIGHUP makes the gateway reload with a new list.
+	resolverFile string
 }
 
 type tierOptions struct {
@@ -73,11 +77,36 @@ func startTier(t *testing.T, o tierOptions) *tier {
 		tr.configs = configs
 		hostnames = append(hostnames, s.GRPC)
 	}
-	tr.gateway = startCollector(t, map[string]string{
-		"SAMPLER_ENDPOINTS": "[" + strings.Join(hostnames, ", ") + "]",
-		"LOG_LEVEL":         "warn",
-	}, configPath("gateway.yaml"))
+	tr.resolverFile = filepath.Join(t.TempDir(), "resolver.yaml")
+	tr.writeResolver(hostnames)
+	tr.gateway = startCollector(t, map[string]string{"LOG_LEVEL": "warn"}, configPath("gateway.yaml"), tr.resolverFile)
 	return tr
+}
+
+// writeResolver writes the gateway's sampler list (a config overlay: lists
+// replace, they do not merge).
+func (tr *tier) writeResolver(hostnames []string) {
+	overlay := "exporters:\n  load_balancing:\n    resolver:\n      static:\n        hostnames: [" + strings.Join(hostnames, ", ") + "]\n"
+	require.NoError(tr.t, os.WriteFile(tr.resolverFile, []byte(overlay), 0o600))
+}
+
+// resolveSamplers gives the running gateway a new sampler list, as the dns
+// resolver does when the headless Service's endpoints change: the overlay is
+// rewritten, the gateway reloads its configuration on SIGHUP, and this waits
+// until it answers again.
+func (tr *tier) resolveSamplers(samplers []*collector) reroute {
+	var hostnames []string
+	for _, s := range samplers {
+		hostnames = append(hostnames, s.GRPC)
+	}
+	tr.writeResolver(hostnames)
+	r := reroute{sighup: time.Now()}
+	require.NoError(tr.t, tr.gateway.cmd.Process.Signal(syscall.SIGHUP))
+	// The reload stops the health check before it starts it again.
+	require.NoError(tr.t, waitGone("http://"+tr.gateway.Health+"/", 10*time.Second))
+	require.NoError(tr.t, waitReady("http://"+tr.gateway.Health+"/", tr.gateway.done, 30*time.Second))
+	r.ready = time.Now()
+	return r
 }
 
 // restartSampler stops sampler i with SIGTERM and starts it again where it was.
@@ -86,10 +115,65 @@ func (tr *tier) restartSampler(i int) {
 	tr.samplers[i] = startCollectorAt(tr.t, tr.samplers[i].ep, tr.env[i], tr.configs...)
 }
 
+// reroute is when the endpoint controller gave the gateway a new sampler
+// list, and when the reloaded gateway answered its health check again.
+type reroute struct{ sighup, ready time.Time }
+
+// removeUnhealthy plays the endpoint controller: it probes every sampler's
+// health check each period, and once one has failed threshold probes in a
+// row (a readiness probe's failureThreshold), it drops that sampler from the
+// gateway's list and waits for the gateway to be back. It gives up after 30s.
+func (tr *tier) removeUnhealthy(t *testing.T, period time.Duration, threshold int) reroute {
+	t.Helper()
+	failures := make([]int, len(tr.samplers))
+	client := http.Client{Timeout: period}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(period) {
+		var live []*collector
+		for i, s := range tr.samplers {
+			resp, err := client.Get("http://" + s.Health + "/")
+			if err == nil {
+				resp.Body.Close()
+			}
+			if err == nil && resp.StatusCode == http.StatusOK {
+				failures[i] = 0
+			} else {
+				failures[i]++
+			}
+			if failures[i] < threshold {
+				live = append(live, s)
+			}
+		}
+		if len(live) == len(tr.samplers) {
+			continue
+		}
+		return tr.resolveSamplers(live)
+	}
+	t.Fatal("no sampler failed its health check within 30s")
+	return reroute{}
+}
+
+// waitGone polls url until it stops answering 200.
+func waitGone(url string, timeout time.Duration) error {
+	client := http.Client{Timeout: time.Second}
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return nil
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s still answering after %v", url, timeout)
+}
+
 // sentTrace is what the generator knows of a trace it sent.
 type sentTrace struct {
 	workload.Trace
 	accepted int // spans the gateway accepted
+	// When the gateway accepted the trace's first and last parts.
+	firstAccepted, lastAccepted time.Time
 }
 
 // loadGen sends traces of 1 to 50 spans from many services to the gateway,
@@ -213,9 +297,15 @@ func (lg *loadGen) sendDue(now time.Time) {
 		lg.t.Logf("request of %d spans not accepted: %v", req.SpanCount(), err)
 		return
 	}
+	at := time.Now()
 	lg.mu.Lock()
 	for i, id := range ids {
-		lg.traces[id].accepted += counts[i]
+		st := lg.traces[id]
+		st.accepted += counts[i]
+		if st.firstAccepted.IsZero() {
+			st.firstAccepted = at
+		}
+		st.lastAccepted = at
 	}
 	lg.mu.Unlock()
 }

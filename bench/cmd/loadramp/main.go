@@ -1,0 +1,498 @@
+// Command loadramp drives the built otelcol-cost binary over loopback at
+// rising rates until it refuses, and reports for each setup the highest rate
+// it sustained (< 1% of requests refused, ≥ 95% of the offered rate sent),
+// the collector's CPU per span and its resident memory.
+//
+// Setups:
+//
+//	tail     configs/tail.yaml as shipped (span_cost + budget_tail_sampling)
+//	contrib  the same pipeline with contrib's tail_sampling instead
+//	         (bench/testdata/contrib-tail.yaml)
+//	gateway  configs/gateway.yaml, load balancing to three OTLP sinks that
+//	         this process runs (they decompress but do not decode)
+//	gateway_zstd, gateway_none
+//	         the same with zstd or no compression towards the samplers
+//
+//	go run ./bench/cmd/loadramp -bin bin/otelcol-cost
+//
+// Requests are pre-built OTLP protobuf (the reference workload: 100 traces
+// of 4 spans, 10 services, 1% errors, 1% slow); each send gets fresh trace
+// IDs patched into the bytes, so the generator costs little CPU and the
+// samplers see new traces. The generator shares the machine with the
+// collector: its own CPU is reported next to the collector's.
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	// Registers the gRPC compressors the collector uses (gzip, zstd,
+	// snappy), so that the sinks accept what the gateway sends.
+	_ "go.opentelemetry.io/collector/config/configgrpc"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+)
+
+const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+func main() {
+	bin := flag.String("bin", "bin/otelcol-cost", "the built distribution")
+	setups := flag.String("setups", "tail,contrib,gateway,gateway_zstd,gateway_none", "comma-separated setups to run")
+	start := flag.Float64("start", 10000, "first offered rate, spans/s")
+	factor := flag.Float64("factor", 1.5, "rate multiplier between steps")
+	steps := flag.Int("steps", 10, "at most this many steps per setup")
+	step := flag.Duration("step", 20*time.Second, "duration of one step")
+	workers := flag.Int("workers", 16, "concurrent requests in flight at most")
+	out := flag.String("out", "", "also write the markdown table here")
+	flag.Parse()
+
+	if err := run(*bin, strings.Split(*setups, ","), *start, *factor, *steps, *step, *workers, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "loadramp:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin string, setups []string, start, factor float64, steps int, step time.Duration, workers int, out string) error {
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("binary: %w (run make build)", err)
+	}
+	reqs, err := buildRequests(64)
+	if err != nil {
+		return err
+	}
+	var table strings.Builder
+	table.WriteString("| setup | offered spans/s | sent spans/s | refused | collector CPU µs/span | generator CPU µs/span | RSS MiB |\n")
+	table.WriteString("|---|---|---|---|---|---|---|\n")
+	var summary strings.Builder
+	for _, name := range setups {
+		s, ok := setupsByName[name]
+		if !ok {
+			return fmt.Errorf("unknown setup %q", name)
+		}
+		res, err := ramp(bin, s, reqs, start, factor, steps, step, workers)
+		for _, r := range res {
+			fmt.Fprintf(&table, "| %s | %.0f | %.0f | %.2f%% | %.2f | %.2f | %d |\n", name, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		best := sustained(res)
+		if best == nil {
+			fmt.Fprintf(&summary, "%s: no step sustained\n", name)
+			continue
+		}
+		fmt.Fprintf(&summary, "%s: sustained %.0f spans/s, %.2f µs CPU/span, %d MiB RSS\n", name, best.sent, best.cpuPerSpan, best.rssMiB)
+	}
+	fmt.Print("\n" + table.String() + "\n" + summary.String())
+	if out != "" {
+		return os.WriteFile(out, []byte(table.String()+"\n"+summary.String()), 0o644)
+	}
+	return nil
+}
+
+// stepResult is one rate step.
+type stepResult struct {
+	offered, sent  float64 // spans/s
+	refusedShare   float64 // of requests sent
+	cpuPerSpan     float64 // collector user+system µs per accepted span
+	genCPUPerSpan  float64 // this process's µs per accepted span
+	rssMiB         int     // collector's peak resident memory in the step
+	accepted       int64
+	sinkRequests   int64 // requests the gateway's sinks received
+	keptUp, passed bool
+}
+
+// sustained is the highest step that refused < 1% and sent ≥ 95% of the
+// offered rate.
+func sustained(res []stepResult) *stepResult {
+	var best *stepResult
+	for i := range res {
+		if res[i].passed && (best == nil || res[i].sent > best.sent) {
+			best = &res[i]
+		}
+	}
+	return best
+}
+
+// setup is a collector configuration, how many sinks it exports to and
+// extra environment.
+type setup struct {
+	config string // relative to the repository root
+	sinks  int
+	env    []string
+}
+
+var setupsByName = map[string]setup{
+	"tail":    {config: "configs/tail.yaml"},
+	"contrib": {config: "bench/testdata/contrib-tail.yaml"},
+	"gateway": {config: "configs/gateway.yaml", sinks: 3},
+	// The gateway's compression towards the samplers (gzip by default).
+	"gateway_zstd": {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=zstd"}},
+	"gateway_none": {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
+}
+
+func ramp(bin string, s setup, reqs []request, start, factor float64, steps int, step time.Duration, workers int) ([]stepResult, error) {
+	dir, err := os.MkdirTemp("", "loadramp")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	var sinkAddrs []string
+	sinkRequests := new(atomic.Int64)
+	for range s.sinks {
+		addr, stop, err := startRawSink(sinkRequests)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		sinkAddrs = append(sinkAddrs, addr)
+	}
+	grpcAddr, health := freeAddr(), freeAddr()
+	cmd := exec.Command(bin, "--config", filepath.Join(repoRoot(), s.config))
+	cmd.Dir = repoRoot()
+	cmd.Env = append(os.Environ(),
+		"OTLP_GRPC_ENDPOINT="+grpcAddr, "OTLP_HTTP_ENDPOINT="+freeAddr(), "HEALTH_CHECK_ENDPOINT="+health,
+		"METRICS_HOST=127.0.0.1", "METRICS_PORT="+strings.Split(freeAddr(), ":")[1],
+		"OTELCOL_COST_DATA_DIR="+dir, "LOG_LEVEL="+cmp.Or(os.Getenv("LOADRAMP_LOG_LEVEL"), "warn"),
+		// Equal trace bounds for both samplers, large enough not to force
+		// early decisions at the rates reached here.
+		"MAX_TRACES=200000",
+		"SAMPLER_ENDPOINTS=["+strings.Join(sinkAddrs, ", ")+"]",
+	)
+	cmd.Env = append(cmd.Env, s.env...)
+	logs := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	defer func() {
+		if os.Getenv("LOADRAMP_LOGS") != "" {
+			defer func() { fmt.Fprintln(os.Stderr, logs.String()) }()
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	if err := waitHealthy("http://"+health+"/", exited); err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, logs.String())
+	}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+
+	var res []stepResult
+	rate := start
+	for i := 0; i < steps; i++ {
+		delivered0 := sinkRequests.Load()
+		r := runStep(conn, cmd.Process.Pid, reqs, rate, step, workers)
+		r.sinkRequests = sinkRequests.Load() - delivered0
+		fmt.Fprintf(os.Stderr, "step %d: offered %.0f sent %.0f spans/s, refused %.2f%%, collector %.2f µs/span, generator %.2f µs/span, RSS %d MiB\n",
+			i+1, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB)
+		res = append(res, r)
+		select {
+		case <-exited:
+			return res, fmt.Errorf("collector exited during the run:\n%s", logs.String())
+		default:
+		}
+		if !r.passed {
+			break
+		}
+		rate *= factor
+	}
+	return res, nil
+}
+
+// runStep offers rate spans/s for d: a pacer hands out request slots, at most
+// workers are in flight, and a slot nobody could take (everyone busy) is not
+// sent — the collector is not keeping up.
+func runStep(conn *grpc.ClientConn, pid int, reqs []request, rate float64, d time.Duration, workers int) stepResult {
+	spansPerReq := reqs[0].spans
+	slots := make(chan struct{}, workers)
+	var sentReqs, refused, accepted atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			buf := make([]byte, 0, 1<<20)
+			for n := w; ; n += workers {
+				select {
+				case <-stop:
+					return
+				case <-slots:
+				}
+				r := reqs[n%len(reqs)]
+				buf = r.withFreshIDs(buf)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := conn.Invoke(ctx, exportMethod, rawMessage(buf), new(rawMessage))
+				cancel()
+				sentReqs.Add(1)
+				if err != nil {
+					refused.Add(1)
+				} else {
+					accepted.Add(int64(r.spans))
+				}
+			}
+		}(w)
+	}
+
+	cpu0, gen0 := procCPU(pid), selfCPU()
+	peakRSS := 0
+	begin := time.Now()
+	interval := time.Duration(float64(time.Second) * float64(spansPerReq) / rate)
+	offeredReqs := 0
+	tick := time.NewTicker(min(interval, 10*time.Millisecond))
+	lastRSS := time.Time{}
+	for now := range tick.C {
+		if now.Sub(begin) >= d {
+			break
+		}
+		due := int(now.Sub(begin) / interval)
+		for ; offeredReqs < due; offeredReqs++ {
+			select {
+			case slots <- struct{}{}:
+			default: // every worker busy and a backlog already waiting
+			}
+		}
+		if now.Sub(lastRSS) >= 250*time.Millisecond {
+			peakRSS = max(peakRSS, procRSSMiB(pid))
+			lastRSS = now
+		}
+	}
+	tick.Stop()
+	close(stop)
+	wg.Wait()
+	elapsed := time.Since(begin).Seconds()
+	cpu, gen := procCPU(pid)-cpu0, selfCPU()-gen0
+
+	r := stepResult{
+		offered:  rate,
+		sent:     float64(sentReqs.Load()*int64(spansPerReq)) / elapsed,
+		accepted: accepted.Load(),
+		rssMiB:   peakRSS,
+	}
+	if n := sentReqs.Load(); n > 0 {
+		r.refusedShare = float64(refused.Load()) / float64(n)
+	}
+	if a := float64(r.accepted); a > 0 {
+		r.cpuPerSpan = cpu.Seconds() * 1e6 / a
+		r.genCPUPerSpan = gen.Seconds() * 1e6 / a
+	}
+	r.keptUp = r.sent >= 0.95*rate
+	r.passed = r.keptUp && r.refusedShare < 0.01
+	return r
+}
+
+// request is a pre-marshaled ExportTraceServiceRequest and where each of
+// its traces' IDs sits in the bytes.
+type request struct {
+	body    []byte
+	spans   int
+	traceAt [][]int // per trace, the offsets of its 16-byte ID
+}
+
+func buildRequests(n int) ([]request, error) {
+	g := workload.NewGenerator(workload.Options{Services: 10, ErrorEvery: 100, SlowEvery: 100, Seed: 42, Start: time.Now()})
+	out := make([]request, 0, n)
+	for range n {
+		td, traces := g.Batch(100)
+		body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+		if err != nil {
+			return nil, err
+		}
+		r := request{body: body, spans: td.SpanCount()}
+		for _, tr := range traces {
+			var at []int
+			for off := 0; ; {
+				i := bytes.Index(body[off:], tr.ID[:])
+				if i < 0 {
+					break
+				}
+				at = append(at, off+i)
+				off += i + len(tr.ID)
+			}
+			if len(at) != tr.Spans {
+				return nil, fmt.Errorf("trace ID found %d times for %d spans", len(at), tr.Spans)
+			}
+			r.traceAt = append(r.traceAt, at)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// withFreshIDs copies the request into buf with a new random ID per trace.
+func (r request) withFreshIDs(buf []byte) []byte {
+	buf = append(buf[:0], r.body...)
+	var id [16]byte
+	for _, at := range r.traceAt {
+		_, _ = rand.Read(id[:])
+		for _, off := range at {
+			copy(buf[off:off+16], id[:])
+		}
+	}
+	return buf
+}
+
+// rawMessage and rawCodec move protobuf bytes through gRPC untouched: the
+// generator does not marshal, the sinks do not decode.
+type rawMessage []byte
+
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	m, ok := v.(rawMessage)
+	if !ok {
+		if p, isPtr := v.(*rawMessage); isPtr {
+			return *p, nil
+		}
+		return nil, fmt.Errorf("rawCodec: %T", v)
+	}
+	return m, nil
+}
+
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	p, ok := v.(*rawMessage)
+	if !ok {
+		return fmt.Errorf("rawCodec: %T", v)
+	}
+	*p = append((*p)[:0], data...)
+	return nil
+}
+
+// startRawSink runs an OTLP/gRPC trace endpoint that accepts every request
+// without decoding it, counting them.
+func startRawSink(requests *atomic.Int64) (string, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}))
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "opentelemetry.proto.collector.trace.v1.TraceService",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{
+			MethodName: "Export",
+			Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				var m rawMessage
+				if err := dec(&m); err != nil {
+					return nil, err
+				}
+				requests.Add(1)
+				return rawMessage(nil), nil
+			},
+		}},
+	}, struct{}{})
+	go func() { _ = srv.Serve(l) }()
+	return l.Addr().String(), srv.Stop, nil
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitHealthy(url string, exited <-chan struct{}) error {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		select {
+		case <-exited:
+			return errors.New("collector exited during start-up")
+		default:
+		}
+		if resp, err := http.Get(url); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+	}
+	return errors.New("collector not healthy after 60s")
+}
+
+// procCPU is a process's user+system CPU time from /proc/<pid>/stat.
+func procCPU(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are the
+	// 14th and 15th fields of the line.
+	rest := string(raw[bytes.LastIndexByte(raw, ')')+2:])
+	f := strings.Fields(rest)
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / clkTck
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func procRSSMiB(pid int) int {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			kb, _ := strconv.Atoi(strings.Fields(line)[1])
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// repoRoot is the module root: configs are read from there.
+func repoRoot() string {
+	dir, _ := os.Getwd()
+	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "builder-config.yaml")); err == nil {
+			return d
+		}
+	}
+	return dir
+}

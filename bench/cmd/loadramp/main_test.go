@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+)
+
+// Fresh IDs replace every trace ID, keep the spans of a trace together and
+// leave a request that still decodes to the same spans.
+func TestFreshIDsKeepRequestsValid(t *testing.T) {
+	reqs, err := buildRequests(2)
+	require.NoError(t, err)
+	orig := ptraceotlp.NewExportRequest()
+	require.NoError(t, orig.UnmarshalProto(reqs[0].body))
+	before := map[pcommon.TraceID]bool{}
+	rss := orig.Traces().ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		before[rss.At(i).ScopeSpans().At(0).Spans().At(0).TraceID()] = true
+	}
+
+	body := reqs[0].withFreshIDs(nil)
+	got := ptraceotlp.NewExportRequest()
+	require.NoError(t, got.UnmarshalProto(body))
+	require.Equal(t, reqs[0].spans, got.Traces().SpanCount())
+	seen := map[pcommon.TraceID]bool{}
+	rss = got.Traces().ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		spans := rss.At(i).ScopeSpans().At(0).Spans()
+		id := spans.At(0).TraceID()
+		for j := 0; j < spans.Len(); j++ {
+			assert.Equal(t, id, spans.At(j).TraceID(), "one ID per trace")
+		}
+		assert.False(t, before[id], "trace ID replaced")
+		assert.False(t, seen[id], "a new ID per trace")
+		seen[id] = true
+	}
+	assert.Len(t, seen, 100)
+}
+
+// One short step against the built binary measures something for every
+// setup: spans accepted, the collector's CPU per span, its memory.
+func TestRampMeasuresEverySetup(t *testing.T) {
+	bin := os.Getenv("OTELCOL_COST_BIN")
+	if bin == "" || testing.Short() {
+		t.Skip("needs the built binary: OTELCOL_COST_BIN")
+	}
+	reqs, err := buildRequests(4)
+	require.NoError(t, err)
+	for _, name := range []string{"tail", "contrib", "gateway"} {
+		t.Run(name, func(t *testing.T) {
+			res, err := ramp(bin, setupsByName[name], reqs, 4000, 2, 1, 3*time.Second, 4)
+			require.NoError(t, err)
+			require.Len(t, res, 1)
+			r := res[0]
+			assert.Positive(t, r.accepted)
+			assert.InDelta(t, 4000, r.sent, 1000, "the offered rate is sent")
+			assert.Zero(t, r.refusedShare)
+			assert.Positive(t, r.cpuPerSpan)
+			assert.Positive(t, r.rssMiB)
+			if name == "gateway" {
+				assert.Positive(t, r.sinkRequests, "the gateway delivers to the sinks")
+			}
+		})
+	}
+}
