@@ -58,7 +58,7 @@ const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Expor
 func main() {
 	bin := flag.String("bin", "bin/otelcol-cost", "the built distribution")
 	setups := flag.String("setups", "tail,contrib,gateway,gateway_zstd,gateway_none", "comma-separated setups to run")
-	start := flag.Float64("start", 10000, "first offered rate, spans/s")
+	start := flag.Float64("start", 20000, "first offered rate, spans/s")
 	factor := flag.Float64("factor", 1.5, "rate multiplier between steps")
 	steps := flag.Int("steps", 10, "at most this many steps per setup")
 	step := flag.Duration("step", 20*time.Second, "duration of one step")
