@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
 )
@@ -120,12 +120,6 @@ func requests(g *workload.Generator, traces, splitInto int) []ptrace.Traces {
 	return workload.Interleave(td, splitInto)
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // warmUp is how long each sampler takes traffic before measuring: its
 // decision wait plus time for ours to measure rates and set its baseline, so
 // the measurement is steady state for both.
@@ -173,13 +167,13 @@ func BenchmarkTailSamplers(b *testing.B) {
 				runtime.GC()
 				spans := 0
 				kept0 := sink.spans.Load()
-				cpu0 := cpuTime()
+				cpu0 := procwatch.SelfCPU()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					spans += send()
 				}
 				b.StopTimer()
-				cpu := cpuTime() - cpu0
+				cpu := procwatch.SelfCPU() - cpu0
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(spans), "wall-ns/span")
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(spans), "cpu-ns/span")
 				b.ReportMetric(float64(sink.spans.Load()-kept0)/float64(spans), "kept-ratio")

@@ -4,16 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,22 +23,23 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
 )
 
 // freePort returns a loopback port nobody listens on right now.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := procwatch.FreePort()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // collector is a running otelcol-cost process.
 type collector struct {
 	t       *testing.T
 	cmd     *exec.Cmd
-	out     *syncBuffer
+	out     *procwatch.Output
 	done    chan struct{}
 	exitErr error
 	GRPC    string
@@ -50,23 +48,6 @@ type collector struct {
 	Metrics string
 	DataDir string
 	ep      endpoints
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // endpoints are where a collector listens.
@@ -129,7 +110,7 @@ func launchCollector(t *testing.T, ep endpoints, env map[string]string, configs 
 	t.Helper()
 	c := &collector{
 		t:       t,
-		out:     &syncBuffer{},
+		out:     &procwatch.Output{},
 		done:    make(chan struct{}),
 		GRPC:    ep.GRPC,
 		HTTP:    ep.HTTP,
@@ -182,38 +163,14 @@ func launchCollector(t *testing.T, ep endpoints, env map[string]string, configs 
 }
 
 func (c *collector) waitHealthy() error {
-	switch waitReady("http://"+c.Health+"/", c.done, 60*time.Second) {
-	case errExited:
+	switch procwatch.WaitReady("http://"+c.Health+"/", c.done, 60*time.Second) {
+	case procwatch.ErrExited:
 		return fmt.Errorf("collector exited during start-up: %v\n%s", c.exitErr, c.out.String())
-	case errNotReady:
+	case procwatch.ErrNotReady:
 		_ = c.cmd.Process.Kill()
 		return fmt.Errorf("collector not healthy after 60s:\n%s", c.out.String())
 	}
 	return nil
-}
-
-var (
-	errExited   = errors.New("exited")
-	errNotReady = errors.New("not ready")
-)
-
-// waitReady polls url until it answers 200, the process behind it exits
-// (exited closes), or timeout passes.
-func waitReady(url string, exited <-chan struct{}, timeout time.Duration) error {
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		select {
-		case <-exited:
-			return errExited
-		default:
-		}
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-	}
-	return errNotReady
 }
 
 // kill sends SIGKILL and waits for the process to go.

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 )
 
@@ -104,7 +105,7 @@ func (tr *tier) resolveSamplers(samplers []*collector) reroute {
 	require.NoError(tr.t, tr.gateway.cmd.Process.Signal(syscall.SIGHUP))
 	// The reload stops the health check before it starts it again.
 	require.NoError(tr.t, waitGone("http://"+tr.gateway.Health+"/", 10*time.Second))
-	require.NoError(tr.t, waitReady("http://"+tr.gateway.Health+"/", tr.gateway.done, 30*time.Second))
+	require.NoError(tr.t, procwatch.WaitReady("http://"+tr.gateway.Health+"/", tr.gateway.done, 30*time.Second))
 	r.ready = time.Now()
 	return r
 }
@@ -354,7 +355,7 @@ func launchPrometheus(t *testing.T, bin, dir string) (*prometheus, error) {
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+p.addr)
 	cmd.Dir = dir
-	out := &syncBuffer{}
+	out := &procwatch.Output{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -371,10 +372,10 @@ func launchPrometheus(t *testing.T, bin, dir string) (*prometheus, error) {
 			t.Logf("prometheus output:\n%s", out.String())
 		}
 	})
-	switch waitReady("http://"+p.addr+"/-/ready", exited, 30*time.Second) {
-	case errExited:
+	switch procwatch.WaitReady("http://"+p.addr+"/-/ready", exited, 30*time.Second) {
+	case procwatch.ErrExited:
 		return nil, fmt.Errorf("prometheus exited during start-up:\n%s", out.String())
-	case errNotReady:
+	case procwatch.ErrNotReady:
 		_ = cmd.Process.Kill()
 		return nil, fmt.Errorf("prometheus not ready after 30s:\n%s", out.String())
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 )
 
@@ -387,18 +388,8 @@ func TestE2EOverload(t *testing.T) {
 	reportRow("overload", accepted, kept, accepted-int(d), 0, "n/a")
 }
 
-// rssMiB reads a collector's resident set size from /proc.
+// rssMiB is a collector's resident set size, 0 once it has gone.
 func rssMiB(c *collector) int {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			var kb int
-			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")), "%d", &kb)
-			return kb / 1024
-		}
-	}
-	return 0
+	mib, _ := procwatch.RSSMiB(c.cmd.Process.Pid)
+	return mib
 }

@@ -27,16 +27,12 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +46,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 )
 
@@ -184,7 +181,7 @@ func ramp(bin string, s setup, reqs []request, start, factor float64, steps int,
 		"SAMPLER_ENDPOINTS=["+strings.Join(sinkAddrs, ", ")+"]",
 	)
 	cmd.Env = append(cmd.Env, s.env...)
-	logs := &bytes.Buffer{}
+	logs := &procwatch.Output{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -203,8 +200,8 @@ func ramp(bin string, s setup, reqs []request, start, factor float64, steps int,
 			<-exited
 		}
 	}()
-	if err := waitHealthy("http://"+health+"/", exited); err != nil {
-		return nil, fmt.Errorf("%w\n%s", err, logs.String())
+	if err := procwatch.WaitReady("http://"+health+"/", exited, time.Minute); err != nil {
+		return nil, fmt.Errorf("collector health check: %w\n%s", err, logs.String())
 	}
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
@@ -270,7 +267,8 @@ func runStep(conn *grpc.ClientConn, pid int, reqs []request, rate float64, d tim
 		}(w)
 	}
 
-	cpu0, gen0 := procCPU(pid), selfCPU()
+	cpu0, _ := procwatch.CPU(pid)
+	gen0 := procwatch.SelfCPU()
 	peakRSS := 0
 	begin := time.Now()
 	interval := time.Duration(float64(time.Second) * float64(spansPerReq) / rate)
@@ -289,7 +287,8 @@ func runStep(conn *grpc.ClientConn, pid int, reqs []request, rate float64, d tim
 			}
 		}
 		if now.Sub(lastRSS) >= 250*time.Millisecond {
-			peakRSS = max(peakRSS, procRSSMiB(pid))
+			rss, _ := procwatch.RSSMiB(pid)
+			peakRSS = max(peakRSS, rss)
 			lastRSS = now
 		}
 	}
@@ -297,7 +296,8 @@ func runStep(conn *grpc.ClientConn, pid int, reqs []request, rate float64, d tim
 	close(stop)
 	wg.Wait()
 	elapsed := time.Since(begin).Seconds()
-	cpu, gen := procCPU(pid)-cpu0, selfCPU()-gen0
+	cpu1, _ := procwatch.CPU(pid)
+	cpu, gen := cpu1-cpu0, procwatch.SelfCPU()-gen0
 
 	r := stepResult{
 		offered:  rate,
@@ -424,66 +424,11 @@ func startRawSink(requests *atomic.Int64) (string, func(), error) {
 }
 
 func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := procwatch.FreePort()
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func waitHealthy(url string, exited <-chan struct{}) error {
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		select {
-		case <-exited:
-			return errors.New("collector exited during start-up")
-		default:
-		}
-		if resp, err := http.Get(url); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-	}
-	return errors.New("collector not healthy after 60s")
-}
-
-// procCPU is a process's user+system CPU time from /proc/<pid>/stat.
-func procCPU(pid int) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the parenthesised command name; utime and stime are the
-	// 14th and 15th fields of the line.
-	rest := string(raw[bytes.LastIndexByte(raw, ')')+2:])
-	f := strings.Fields(rest)
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	const clkTck = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / clkTck
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func procRSSMiB(pid int) int {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			kb, _ := strconv.Atoi(strings.Fields(line)[1])
-			return kb / 1024
-		}
-	}
-	return 0
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 // repoRoot is the module root: configs are read from there.
