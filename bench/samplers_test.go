@@ -134,6 +134,9 @@ const warmUp = decisionWait + 3*time.Second
 //
 //   - wall-ns/span: time per span on the feeding goroutine;
 //
+//   - allocs/span: heap allocations per span, every goroutine (net of
+//     `none`, which allocates the requests);
+//
 //   - kept-ratio: spans forwarded over spans sent in the loop.
 //
 //     go test -run '^$' -bench TailSamplers -benchtime 4000x -count 3 -cpu 1,2 ./bench/
@@ -167,6 +170,8 @@ func BenchmarkTailSamplers(b *testing.B) {
 				runtime.GC()
 				spans := 0
 				kept0 := sink.spans.Load()
+				var mem0, mem1 runtime.MemStats
+				runtime.ReadMemStats(&mem0)
 				cpu0 := procwatch.SelfCPU()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
@@ -174,6 +179,9 @@ func BenchmarkTailSamplers(b *testing.B) {
 				}
 				b.StopTimer()
 				cpu := procwatch.SelfCPU() - cpu0
+				runtime.ReadMemStats(&mem1)
+				// All goroutines' allocations: intake and background decisions.
+				b.ReportMetric(float64(mem1.Mallocs-mem0.Mallocs)/float64(spans), "allocs/span")
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(spans), "wall-ns/span")
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(spans), "cpu-ns/span")
 				b.ReportMetric(float64(sink.spans.Load()-kept0)/float64(spans), "kept-ratio")
