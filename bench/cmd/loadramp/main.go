@@ -125,14 +125,14 @@ func run(bin string, setups []string, start, factor float64, steps int, step tim
 
 // stepResult is one rate step.
 type stepResult struct {
-	offered, sent  float64 // spans/s
-	refusedShare   float64 // of requests sent
-	cpuPerSpan     float64 // collector user+system µs per accepted span
-	genCPUPerSpan  float64 // this process's µs per accepted span
-	rssMiB         int     // collector's peak resident memory in the step
-	accepted       int64
-	sinkRequests   int64 // requests the gateway's sinks received
-	passed         bool // refused < 1% and sent ≥ 95% of the offered rate
+	offered, sent float64 // spans/s
+	refusedShare  float64 // of requests sent
+	cpuPerSpan    float64 // collector user+system µs per accepted span
+	genCPUPerSpan float64 // this process's µs per accepted span
+	rssMiB        int     // collector's peak resident memory in the step
+	accepted      int64
+	sinkRequests  int64 // requests the gateway's sinks received
+	passed        bool  // refused < 1% and sent ≥ 95% of the offered rate
 }
 
 // sustained is the highest step that refused < 1% and sent ≥ 95% of the
