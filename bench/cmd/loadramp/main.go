@@ -388,11 +388,9 @@ type rawCodec struct{}
 func (rawCodec) Name() string { return "proto" }
 
 func (rawCodec) Marshal(v any) ([]byte, error) {
+	// Requests and the sinks' responses are both sent as rawMessage values.
 	m, ok := v.(rawMessage)
 	if !ok {
-		if p, isPtr := v.(*rawMessage); isPtr {
-			return *p, nil
-		}
 		return nil, fmt.Errorf("rawCodec: %T", v)
 	}
 	return m, nil
