@@ -1,6 +1,8 @@
 package otep235
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
@@ -20,33 +22,68 @@ func threshold(t *testing.T, p float64) sampling.Threshold {
 func TestWithThreshold(t *testing.T) {
 	half := threshold(t, 0.5)     // th:8
 	eighth := threshold(t, 0.125) // th:e
+	high := sampling.TraceIDToRandomness(pcommon.TraceID{8: 0xff, 9: 0xff})
 	for _, tc := range []struct {
 		name, in, want string
-		ok             bool
+		problem        Problem
 	}{
-		{"empty", "", "ot=th:8", true},
-		{"other members kept", "vendor=x,ot=rv:abcdefabcdefab", "ot=rv:abcdefabcdefab;th:8,vendor=x", true},
-		{"stricter upstream threshold kept", "ot=th:e", "ot=th:e", true},
-		{"looser upstream threshold tightened", "ot=th:4", "ot=th:8", true},
-		{"unparseable left alone", "not a tracestate!!", "not a tracestate!!", false},
+		{"empty", "", "ot=th:8", OK},
+		{"ot moves to the front, other members kept", "vendor=x,ot=rv:abcdefabcdefab", "ot=rv:abcdefabcdefab;th:8,vendor=x", OK},
+		{"stricter upstream threshold kept", "ot=th:e", "ot=th:e", OK},
+		{"looser upstream threshold tightened", "ot=th:4", "ot=th:8", OK},
+		{"inconsistent upstream threshold replaced", "ot=th:e;rv:10000000000000", "ot=rv:10000000000000;th:8", OK},
+		{"empty members ignored", "a=1,,b=2", "ot=th:8,a=1,b=2", OK},
+		{"malformed list replaced", "not a tracestate!!", "ot=th:8", Unparseable},
+		{"malformed ot member replaced, others kept", "ot=th:zz,b=2", "ot=th:8,b=2", Unparseable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := WithThreshold(tc.in, half)
-			assert.Equal(t, tc.ok, ok)
-			if tc.name == "other members kept" {
-				assert.Contains(t, got, "vendor=x")
-				assert.Contains(t, got, "th:8")
-				assert.Contains(t, got, "rv:abcdefabcdefab")
-				return
-			}
+			got, problem := WithThreshold(tc.in, half, high)
+			assert.Equal(t, tc.problem, problem)
 			assert.Equal(t, tc.want, got)
 		})
 	}
-	got, ok := WithThreshold("", sampling.AlwaysSampleThreshold)
-	assert.True(t, ok)
+	got, problem := WithThreshold("", sampling.AlwaysSampleThreshold, high)
+	assert.Equal(t, OK, problem)
 	assert.Equal(t, "ot=th:0", got)
-	got, _ = WithThreshold("ot=th:8", eighth)
+	got, _ = WithThreshold("ot=th:8", eighth, high)
 	assert.Equal(t, "ot=th:e", got)
+
+	// 32 members: ot is a 33rd, the rightmost goes (W3C).
+	var members []string
+	for i := 0; i < 32; i++ {
+		members = append(members, fmt.Sprintf("k%d=%s", i, strings.Repeat("v", 256)))
+	}
+	got, problem = WithThreshold(strings.Join(members, ","), half, high)
+	assert.Equal(t, Truncated, problem)
+	parts := strings.Split(got, ",")
+	assert.Len(t, parts, 32)
+	assert.Equal(t, "ot=th:8", parts[0])
+	assert.Equal(t, members[30], parts[31])
+}
+
+func TestParseAndConsistency(t *testing.T) {
+	s, problem := Parse("vendor=1,ot=th:c;rv:f0000000000000")
+	require.Equal(t, OK, problem)
+	assert.True(t, s.HasThreshold)
+	assert.True(t, s.HasRandomness)
+	_, problem = s.Consistent(pcommon.TraceID{})
+	assert.Equal(t, OK, problem, "rv 0xf0… passes th 0xc…")
+	s, _ = Parse("ot=th:c")
+	low := pcommon.TraceID{9: 0x10}
+	s2, problem := s.Consistent(low)
+	assert.Equal(t, Inconsistent, problem, "the trace ID's randomness 0x10… fails th 0xc…")
+	assert.False(t, s2.HasThreshold)
+	_, problem = Parse("ot=th:c;;")
+	assert.Equal(t, Unparseable, problem)
+}
+
+func TestDownstream(t *testing.T) {
+	tenth := threshold(t, 0.1)
+	out := Downstream(tenth, 0.5, 4)
+	assert.InDelta(t, 0.05, out.Probability(), 0.0005, "P2T(p · T2P(T_in))")
+	assert.Equal(t, tenth, Downstream(tenth, 1, 4), "p = 1 keeps T_in exactly")
+	assert.False(t, sampling.ThresholdLessThan(Downstream(tenth, 0.99999, 3), tenth), "never below T_in")
+	assert.Equal(t, 0.25, Downstream(sampling.AlwaysSampleThreshold, 0.25, 3).Probability())
 }
 
 func TestRandomness(t *testing.T) {

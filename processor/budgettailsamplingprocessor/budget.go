@@ -57,19 +57,59 @@ func newProbability(p float64) probability {
 var always = newProbability(1)
 
 // policy is what decisions read; the adjuster replaces it every interval.
+// Probabilities are conditional on what arrives: a trace that arrived
+// head-sampled is kept with them on top of its incoming probability.
 type policy struct {
-	services    map[string]probability
-	newService  probability
-	priority    probability
+	services   map[string]probability
+	newService probability
+	// other is the probability of services booked under _other once the
+	// estimator tracks max_services of them (full).
+	other       probability
+	full        bool
+	errors      probability
+	outliers    probability
 	utilization float64
 	meanProb    float64
+}
+
+func keepAllPolicy() *policy {
+	return &policy{services: map[string]probability{}, newService: always, other: always, errors: always, outliers: always, meanProb: 1}
+}
+
+// bookedService is the name a service's volume is booked under.
+func (p *policy) bookedService(service string) string {
+	if _, ok := p.services[service]; ok || !p.full {
+		return service
+	}
+	return otherServices
 }
 
 func (p *policy) baseline(service string) probability {
 	if pr, ok := p.services[service]; ok {
 		return pr
 	}
+	if p.full {
+		return p.other
+	}
 	return p.newService
+}
+
+// errorProbability is the errors' class probability, never below the
+// service's baseline: an error is never kept less often than ordinary traffic.
+func (p *policy) errorProbability(service string) probability {
+	return higher(p.errors, p.baseline(service))
+}
+
+// outlierProbability likewise for latency outliers.
+func (p *policy) outlierProbability(service string) probability {
+	return higher(p.outliers, p.baseline(service))
+}
+
+func higher(a, b probability) probability {
+	if b.p > a.p {
+		return b
+	}
+	return a
 }
 
 // estimator turns interval volumes into smoothed rates and a new policy.
@@ -78,7 +118,8 @@ type estimator struct {
 	maxShare    float64
 	maxServices int
 	baseline    map[string]float64 // smoothed rate per service
-	priority    float64
+	errors      float64
+	outliers    float64
 	kept        float64
 	primed      bool
 	// correction scales the baseline budget by how far the kept volume
@@ -92,6 +133,15 @@ type estimator struct {
 func newEstimator(cfg *Config) *estimator {
 	return &estimator{smoothing: cfg.Smoothing, maxShare: cfg.Budget.MaxPriorityShare, maxServices: cfg.MaxServices,
 		baseline: map[string]float64{}, correction: 1}
+}
+
+// reset forgets the rates (after an idle spell) but keeps the correction,
+// which describes the estimator's bias, not the traffic.
+func (e *estimator) reset() {
+	e.baseline = map[string]float64{}
+	e.errors, e.outliers, e.kept = 0, 0, 0
+	e.primed = false
+	e.binding = false
 }
 
 func (e *estimator) ewma(old, cur float64) float64 {
@@ -116,7 +166,9 @@ func (e *estimator) update(v volumes, secs, share float64) *policy {
 	for svc, vol := range v.baseline {
 		e.baseline[svc] = e.ewma(e.baseline[svc], vol/secs)
 	}
-	e.priority = e.ewma(e.priority, v.priority/secs)
+	e.capServices()
+	e.errors = e.ewma(e.errors, v.errors/secs)
+	e.outliers = e.ewma(e.outliers, v.outliers/secs)
 	e.kept = e.ewma(e.kept, v.kept/secs)
 	if e.binding && share > 0 && v.kept > 0 {
 		// At most 2% a step and within ±30%: slow enough that a load step
@@ -126,41 +178,71 @@ func (e *estimator) update(v volumes, secs, share float64) *policy {
 	}
 	e.primed = true
 
-	pol := &policy{services: make(map[string]probability, len(e.baseline))}
+	pol := &policy{services: make(map[string]probability, len(e.baseline)), full: len(e.baseline) >= e.maxServices}
 	if share > 0 {
 		pol.utilization = e.kept / share
 	}
-	// Errors and outliers first, up to their cap; past it they are sampled
-	// so they stay inside it.
-	prioBudget := e.maxShare * share
-	pol.priority = always
-	if e.priority > prioBudget {
-		pol.priority = newProbability(prioBudget / e.priority)
-	}
-	remaining := (share - math.Min(e.priority, prioBudget)) * e.correction
+	// Errors first, then outliers, together within the priority cap; past
+	// it each class is sampled so that it stays inside.
+	capacity := e.maxShare * share
+	pol.errors = fraction(capacity, e.errors)
+	keptErrors := math.Min(e.errors, capacity)
+	pol.outliers = fraction(capacity-keptErrors, e.outliers)
+	keptOutliers := math.Min(e.outliers, capacity-keptErrors)
+	remaining := (share - keptErrors - keptOutliers) * e.correction
 	level := waterLevel(e.baseline, remaining)
 	e.binding = !math.IsInf(level, 1)
 	var total, keptBase float64
 	for svc, r := range e.baseline {
-		pr := always
-		if r > level {
-			pr = newProbability(level / r)
-		}
+		pr := fraction(level, r)
 		pol.services[svc] = pr
 		total += r
 		keptBase += r * pr.p
 	}
 	pol.meanProb = 1
 	pol.newService = always
+	pol.other = pol.baseline(otherServices)
 	if total > 0 {
 		pol.meanProb = keptBase / total
 		// A service not seen yet starts at the level an average service gets,
 		// so a burst of new services cannot blow the budget for a whole interval.
-		if mean := total / float64(len(e.baseline)); mean > level {
-			pol.newService = newProbability(level / mean)
+		pol.newService = fraction(level, total/float64(len(e.baseline)))
+		if _, ok := pol.services[otherServices]; !ok {
+			pol.other = pol.newService
 		}
 	}
 	return pol
+}
+
+// fraction is the probability that keeps budget out of rate.
+func fraction(budget, rate float64) probability {
+	if rate <= budget {
+		return always
+	}
+	return newProbability(max(budget, 0) / rate)
+}
+
+// capServices keeps max_services rates: the smallest are merged into _other
+// (shards book independently, so together they may have seen more).
+func (e *estimator) capServices() {
+	if len(e.baseline) <= e.maxServices {
+		return
+	}
+	type kv struct {
+		svc  string
+		rate float64
+	}
+	all := make([]kv, 0, len(e.baseline))
+	for svc, r := range e.baseline {
+		if svc != otherServices {
+			all = append(all, kv{svc, r})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].rate > all[j].rate })
+	for _, x := range all[e.maxServices-1:] {
+		e.baseline[otherServices] += x.rate
+		delete(e.baseline, x.svc)
+	}
 }
 
 // waterLevel is max-min fairness: the per-service rate L such that

@@ -149,7 +149,7 @@ func TestPriorityCapSamplesErrorsPastTheirShare(t *testing.T) {
 	kept := mean(l.run(10))
 	assert.InEpsilon(t, 1000, kept, 0.10)
 	pol := ts.p.policy.Load()
-	assert.InDelta(t, 0.1, pol.priority.p, 0.02, "errors sampled to stay within their share")
+	assert.InDelta(t, 0.1, pol.errors.p, 0.02, "errors sampled to stay within their share")
 	assert.Positive(t, ts.metric(metadata.MetricPriorityOverflow))
 	keptErrors := 0
 	kspans := ts.keptSpans()

@@ -2,6 +2,7 @@ package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-c
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
@@ -16,10 +17,9 @@ type trace struct {
 	id          pcommon.TraceID
 	arrived     time.Time
 	rootArrived time.Time
+	seq         uint64 // arrival order across shards, for forced decisions
 	chunks      [][]byte
 	bytes       int64
-	rnd         sampling.Randomness
-	hasRnd      bool
 	links       [2]link
 	inRootList  bool
 }
@@ -30,31 +30,62 @@ type summary struct {
 	spans    int
 	hasError bool
 	hasRoot  bool
-	minStart pcommon.Timestamp
-	maxEnd   pcommon.Timestamp
-	// service and group are the root span's, else the first span's.
+	// dur is the root span's own duration, or, while no root has arrived, the
+	// longest span's: one host's clock, so skew between hosts cannot make a
+	// trace look slow.
+	dur time.Duration
+	// service and group are the root span's, else the longest span's (the
+	// top-most one present when a proxy never exports the root).
 	service string
 	group   string
+	// tIn is the largest consistent th among the spans: the probability the
+	// trace arrived with (head sampling); hasTIn false means 1.
+	tIn    sampling.Threshold
+	hasTIn bool
+	// rnd is an explicit rv, when a span carried one.
+	rnd    sampling.Randomness
+	hasRnd bool
+	// stampBytes estimates what writing th will add to the spans.
+	stampBytes int64
 }
 
 // merge folds a fragment's summary in; it reports whether o brought the
 // trace's root span.
 func (s *summary) merge(o *summary) (rootArrived bool) {
-	if s.spans == 0 {
-		s.service, s.group = o.service, o.group
-	}
 	s.spans += o.spans
 	s.hasError = s.hasError || o.hasError
-	if o.minStart != 0 && (s.minStart == 0 || o.minStart < s.minStart) {
-		s.minStart = o.minStart
+	s.stampBytes += o.stampBytes
+	if o.hasTIn && (!s.hasTIn || sampling.ThresholdGreater(o.tIn, s.tIn)) {
+		s.tIn, s.hasTIn = o.tIn, true
 	}
-	s.maxEnd = max(s.maxEnd, o.maxEnd)
-	if o.hasRoot && !s.hasRoot {
+	if o.hasRnd && !s.hasRnd {
+		s.rnd, s.hasRnd = o.rnd, true
+	}
+	switch {
+	case o.hasRoot && !s.hasRoot:
 		s.hasRoot = true
-		s.service, s.group = o.service, o.group
+		s.service, s.group, s.dur = o.service, o.group, o.dur
 		return true
+	case !s.hasRoot && (s.group == "" || o.dur > s.dur):
+		s.service, s.group, s.dur = o.service, o.group, o.dur
 	}
 	return false
+}
+
+// randomness is the trace's OTEP 235 randomness: rv, else the trace ID's.
+func (s *summary) randomness(id pcommon.TraceID) sampling.Randomness {
+	if s.hasRnd {
+		return s.rnd
+	}
+	return sampling.TraceIDToRandomness(id)
+}
+
+// inThreshold is the threshold the trace arrived with.
+func (s *summary) inThreshold() sampling.Threshold {
+	if s.hasTIn {
+		return s.tIn
+	}
+	return sampling.AlwaysSampleThreshold
 }
 
 type link struct{ prev, next *trace }
@@ -129,6 +160,15 @@ func (c *idCache[V]) put(id pcommon.TraceID, v V) {
 	c.m[id] = v
 }
 
+// decided is what the decision caches remember of a trace, so that its late
+// spans follow the decision, are booked to the class and service the trace
+// was decided in, and a late error can still be kept.
+type decided struct {
+	th      sampling.Threshold
+	service string
+	class   reason
+}
+
 // decision and reason index the counters.
 type decision uint8
 
@@ -148,10 +188,20 @@ const (
 	reasonForced
 	reasonSpanLimit
 	reasonLateSpan
+	reasonLateError
 	numReasons
 )
 
-var reasonNames = [...]string{"error", "outlier", "baseline", "forced", "span_limit", "late_span"}
+var reasonNames = [...]string{"error", "outlier", "baseline", "forced", "span_limit", "late_span", "late_error"}
+
+// priority classes, for the overflow counter.
+const (
+	classError = iota
+	classOutlier
+	numClasses
+)
+
+var classNames = [...]string{"error", "outlier"}
 
 type invalidCause uint8
 
@@ -159,20 +209,24 @@ const (
 	invalidZeroTraceID invalidCause = iota
 	invalidMissingServiceName
 	invalidEndBeforeStart
+	invalidUnparseableTracestate
+	invalidInconsistentThreshold
+	invalidTracestateTruncated
 	numInvalidCauses
 )
 
-var invalidNames = [...]string{"zero_trace_id", "missing_service_name", "end_before_start"}
+var invalidNames = [...]string{"zero_trace_id", "missing_service_name", "end_before_start",
+	"unparseable_tracestate", "inconsistent_threshold", "tracestate_truncated"}
 
 // counters are cumulative totals, kept per shard under its lock.
 type counters struct {
-	traces           [2][numReasons]int64
-	spans            [2]int64
-	bytes            [2]int64
-	late             [2]int64
-	invalid          [numInvalidCauses]int64
-	droppedTooEarly  int64
-	priorityOverflow int64
+	traces          [2][numReasons]int64
+	spans           [2]int64
+	bytes           [2]int64
+	late            [2]int64
+	invalid         [numInvalidCauses]int64
+	droppedTooEarly int64
+	overflow        [numClasses]int64
 }
 
 func (c *counters) add(o *counters) {
@@ -188,44 +242,103 @@ func (c *counters) add(o *counters) {
 		c.invalid[i] += o.invalid[i]
 	}
 	c.droppedTooEarly += o.droppedTooEarly
-	c.priorityOverflow += o.priorityOverflow
+	for i := range c.overflow {
+		c.overflow[i] += o.overflow[i]
+	}
 }
 
-// volumes is what one adjust interval saw, in budget units.
+// volumes is what one adjust interval saw, in budget units: every span
+// decided, late spans included, booked to the class and service of its trace.
 type volumes struct {
 	baseline map[string]float64 // per service, traces that were not priority
-	priority float64
+	errors   float64
+	outliers float64
 	kept     float64
 }
 
 func newVolumes() volumes { return volumes{baseline: make(map[string]float64)} }
 
-// shard is one slice of the buffer, chosen by trace ID.
+func (v *volumes) empty() bool { return len(v.baseline) == 0 && v.errors == 0 && v.outliers == 0 }
+
+func (v *volumes) addAll(o *volumes) {
+	for svc, x := range o.baseline {
+		v.baseline[svc] += x
+	}
+	v.errors += o.errors
+	v.outliers += o.outliers
+	v.kept += o.kept
+}
+
+func (v *volumes) total() float64 {
+	t := v.errors + v.outliers
+	for _, x := range v.baseline {
+		t += x
+	}
+	return t
+}
+
+// scale multiplies the offered volumes (not the kept one) by f.
+func (v *volumes) scale(f float64) {
+	for svc := range v.baseline {
+		v.baseline[svc] *= f
+	}
+	v.errors *= f
+	v.outliers *= f
+}
+
+// book adds vol to the class (and service) a trace was decided in.
+func (v *volumes) book(class reason, service string, vol float64, kept bool, maxServices int) {
+	switch class {
+	case reasonError:
+		v.errors += vol
+	case reasonOutlier:
+		v.outliers += vol
+	default:
+		if _, ok := v.baseline[service]; !ok && len(v.baseline) >= maxServices {
+			service = otherServices
+		}
+		v.baseline[service] += vol
+	}
+	if kept {
+		v.kept += vol
+	}
+}
+
+// shard is one slice of the buffer, chosen by trace ID. The bounds
+// (max_traces, max_buffered_bytes) are the processor's, not the shard's.
 type shard struct {
 	mu         sync.Mutex
 	traces     map[pcommon.TraceID]*trace
 	arrivals   traceList
 	roots      traceList
 	bytes      int64
-	maxTraces  int
-	maxBytes   int64
-	sampled    *idCache[sampling.Threshold]
-	notSampled *idCache[struct{}]
+	sampled    *idCache[decided]
+	notSampled *idCache[decided]
 	counters   counters
 	volumes    volumes
+	// intake is the volume received while the sampler measures its first
+	// rates (priming); unused otherwise.
+	intake float64
+	totals *bufferTotals
 }
 
-func newShard(cfg *Config, n int) *shard {
+// bufferTotals are the whole processor's buffered traces and bytes, the
+// figures max_traces and max_buffered_bytes bound.
+type bufferTotals struct {
+	traces atomic.Int64
+	bytes  atomic.Int64
+}
+
+func newShard(cfg *Config, n int, totals *bufferTotals) *shard {
 	per := func(total int) int { return max(1, (total+n-1)/n) }
 	return &shard{
 		traces:     make(map[pcommon.TraceID]*trace),
 		arrivals:   traceList{which: arrivalList},
 		roots:      traceList{which: rootList},
-		maxTraces:  per(cfg.MaxTraces),
-		maxBytes:   max(1, (cfg.MaxBufferedBytes+int64(n)-1)/int64(n)),
-		sampled:    newIDCache[sampling.Threshold](per(cfg.DecisionCache.SampledSize)),
-		notSampled: newIDCache[struct{}](per(cfg.DecisionCache.NotSampledSize)),
+		sampled:    newIDCache[decided](per(cfg.DecisionCache.SampledSize)),
+		notSampled: newIDCache[decided](per(cfg.DecisionCache.NotSampledSize)),
 		volumes:    newVolumes(),
+		totals:     totals,
 	}
 }
 
@@ -238,4 +351,20 @@ func (s *shard) remove(t *trace) {
 		t.inRootList = false
 	}
 	s.bytes -= t.bytes
+	s.totals.traces.Add(-1)
+	s.totals.bytes.Add(-t.bytes)
+}
+
+// add puts a new trace in the buffer.
+func (s *shard) add(t *trace) {
+	s.traces[t.id] = t
+	s.arrivals.pushBack(t)
+	s.totals.traces.Add(1)
+}
+
+// grow accounts a chunk appended to t.
+func (s *shard) grow(t *trace, n int64) {
+	t.bytes += n
+	s.bytes += n
+	s.totals.bytes.Add(n)
 }

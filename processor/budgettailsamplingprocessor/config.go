@@ -89,13 +89,17 @@ type BudgetConfig struct {
 
 const (
 	groupBySpanName = "span.name"
-	defaultMaxTrace = 50_000
+	defaultMaxTrace = 100_000
 )
 
 func createDefaultConfig() *Config {
 	return &Config{
-		DecisionWait:          10 * time.Second,
-		DecisionWaitAfterRoot: 2 * time.Second,
+		// SDKs export through a batch span processor every 5 s at independent
+		// phases: a root's children arrive up to 5 s after it, plus the
+		// gateway's batching. A trace whose first span is a child waits for
+		// the root's export too, hence the longer cap.
+		DecisionWait:          15 * time.Second,
+		DecisionWaitAfterRoot: 7 * time.Second,
 		MaxTraces:             defaultMaxTrace,
 		MaxBufferedBytes:      256 << 20,
 		MaxSpansPerTrace:      10_000,

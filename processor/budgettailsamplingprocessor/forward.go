@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
@@ -37,35 +38,44 @@ func (k *keptSet) addLate(td ptrace.Traces, th sampling.Threshold) {
 	k.late = append(k.late, lateFragment{td: td, th: th})
 }
 
+// forward hands kept traces on. Traces decided while serving a request
+// (forced by the bounds, or by the span limit) belong to other requests: they
+// go with a context of their own, so that one client's metadata (auth,
+// tenant) never travels with another's spans. Late fragments are the
+// request's own and keep its context.
 func (p *budgetTailSampler) forward(ctx context.Context, k *keptSet) {
-	if len(k.traces) == 0 && len(k.late) == 0 {
-		return
-	}
-	out := ptrace.NewTraces()
-	var u ptrace.ProtoUnmarshaler
-	for _, kt := range k.traces {
-		for i, chunk := range kt.chunks {
-			td, err := u.UnmarshalTraces(chunk)
-			if err != nil {
-				// We marshaled it ourselves; this cannot happen short of memory corruption.
-				p.logger.Error("cannot decode a buffered fragment", zap.Error(err))
-				continue
+	if len(k.traces) > 0 {
+		out := ptrace.NewTraces()
+		var u ptrace.ProtoUnmarshaler
+		for _, kt := range k.traces {
+			for _, chunk := range kt.chunks {
+				td, err := u.UnmarshalTraces(chunk)
+				if err != nil {
+					// We marshaled it ourselves; this cannot happen short of memory corruption.
+					p.logger.Error("cannot decode a buffered fragment", zap.Error(err))
+					continue
+				}
+				// The root span may sit in any chunk: every chunk is offered the reason.
+				p.stamp(td, kt.th, kt.reason)
+				td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 			}
-			reason := ""
-			if i == 0 {
-				reason = kt.reason
-			}
-			p.stamp(td, kt.th, reason)
-			td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 		}
+		p.consume(context.Background(), out)
 	}
-	for _, lf := range k.late {
-		p.stamp(lf.td, lf.th, "")
-		lf.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	if len(k.late) > 0 {
+		out := ptrace.NewTraces()
+		for _, lf := range k.late {
+			p.stamp(lf.td, lf.th, "")
+			lf.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+		}
+		p.consume(ctx, out)
 	}
-	if err := p.next.ConsumeTraces(ctx, out); err != nil {
-		p.forwardFailed.Add(int64(out.SpanCount()))
-		p.logger.Warn("next consumer refused kept traces", zap.Int("spans", out.SpanCount()), zap.Error(err))
+}
+
+func (p *budgetTailSampler) consume(ctx context.Context, td ptrace.Traces) {
+	if err := p.next.ConsumeTraces(ctx, td); err != nil {
+		p.forwardFailed.Add(int64(td.SpanCount()))
+		p.logger.Warn("next consumer refused kept traces", zap.Int("spans", td.SpanCount()), zap.Error(err))
 	}
 }
 
@@ -73,12 +83,17 @@ func (p *budgetTailSampler) forward(ctx context.Context, k *keptSet) {
 // and, when configured, the reason on the root span.
 func (p *budgetTailSampler) stamp(td ptrace.Traces, th sampling.Threshold, reason string) {
 	var lastIn, lastOut string
+	var lastID pcommon.TraceID
+	var lastProblem otep235.Problem
 	haveLast := false
 	spanwalk.Traces(td, func(_ ptrace.ResourceSpans, span ptrace.Span) {
 		in := span.TraceState().AsRaw()
-		if !haveLast || in != lastIn {
-			lastIn, haveLast = in, true
-			lastOut, _ = otep235.WithThreshold(in, th)
+		if !haveLast || in != lastIn || span.TraceID() != lastID {
+			lastIn, lastID, haveLast = in, span.TraceID(), true
+			lastOut, lastProblem = otep235.WithThreshold(in, th, sampling.TraceIDToRandomness(lastID))
+		}
+		if lastProblem == otep235.Truncated {
+			p.truncated.Add(1)
 		}
 		span.TraceState().FromRaw(lastOut)
 		if reason != "" && p.cfg.ReasonAttribute != "" && span.ParentSpanID().IsEmpty() {

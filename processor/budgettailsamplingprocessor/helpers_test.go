@@ -26,8 +26,13 @@ type testSampler struct {
 	now  time.Time
 }
 
+// testConfig waits 10 s for a trace, 2 s after its root: shorter than the
+// defaults (which cover SDK export delays), so tests of other behaviour run
+// on short fake-clock timelines.
 func testConfig() *Config {
 	cfg := createDefaultConfig()
+	cfg.DecisionWait = 10 * time.Second
+	cfg.DecisionWaitAfterRoot = 2 * time.Second
 	cfg.Budget.SpansPerSecond = 1000
 	cfg.NumShards = 4
 	return cfg
@@ -44,7 +49,7 @@ func newTestSampler(t *testing.T, cfg *Config) *testSampler {
 	p, err := newBudgetTailSampler(set, cfg, ts.sink)
 	require.NoError(t, err)
 	p.now = func() time.Time { return ts.now }
-	p.lastAdj = ts.now
+	p.startClock(ts.now)
 	ts.p = p
 	t.Cleanup(func() { _ = ts.tel.Shutdown(context.Background()) })
 	return ts
@@ -149,3 +154,16 @@ func oneSpan(service string, id pcommon.TraceID, spanID byte, parent byte, start
 	s.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(dur)))
 	return td
 }
+
+// storeBaselinePolicy makes the baseline keep svc's (and new services')
+// traces with probability prob; errors and outliers are kept.
+func storeBaselinePolicy(ts *testSampler, svc string, prob float64) {
+	pr := newProbability(prob)
+	ts.p.policy.Store(&policy{services: map[string]probability{svc: pr}, newService: pr, other: pr, errors: always, outliers: always})
+}
+
+func observeTrace(o *outlierGroups, key string, dur time.Duration, id pcommon.TraceID, now time.Time) bool {
+	return o.observe(key, dur, tieBreak(id), now)
+}
+
+func groupKeys(o *outlierGroups) []string { return o.keys() }

@@ -1,0 +1,155 @@
+package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+
+import "time"
+
+// The policy comes from the volumes decided over each adjust interval. A
+// fresh sampler has decided nothing yet, and one back from an idle spell
+// has only stale rates: until a full interval of decisions has been
+// measured it primes, setting one probability for all traffic every tick
+// from the volume it receives (intake), so it keeps about its budget share
+// from its first second instead of everything until its first adjustment.
+
+// startClock sets the time the sampler's measurements start from.
+func (p *budgetTailSampler) startClock(now time.Time) {
+	p.lastAdj = now
+	p.startPriming(now)
+}
+
+func (p *budgetTailSampler) startPriming(now time.Time) {
+	p.est.reset()
+	p.prime = primeState{lastTick: now, decided: newVolumes()}
+	p.priming.Store(true)
+}
+
+// intakeWindow is how many ticks the intake rate is measured over once
+// traffic has run that long: SDKs export every 5 s, so a shorter window sees
+// only some of the exporters, a longer one still the ramp-up.
+const intakeWindow = 5
+
+// primeState is what priming has measured so far.
+type primeState struct {
+	lastTick time.Time
+	// intake is the volume received since from; recent is per tick, the
+	// last intakeWindow ticks.
+	intake float64
+	from   time.Time
+	recent []tickIntake
+	// decided is the volume decided since decidedFrom (zero: none yet).
+	decided     volumes
+	decidedFrom time.Time
+}
+
+// tickAdjust runs every second: it primes, or adjusts when an interval is due.
+func (p *budgetTailSampler) tickAdjust() {
+	tick := min(time.Second, p.cfg.AdjustInterval)
+	if p.priming.Load() || p.now().Sub(p.lastAdj) >= p.cfg.AdjustInterval-tick/2 {
+		p.adjust()
+	}
+}
+
+// adjust recomputes the policy from the last interval's volumes.
+func (p *budgetTailSampler) adjust() {
+	now := p.now()
+	if p.priming.Load() {
+		p.primeTick(now)
+		return
+	}
+	secs := now.Sub(p.lastAdj).Seconds()
+	if secs <= 0 {
+		return
+	}
+	v, _ := p.drain()
+	if v.empty() {
+		// Nothing decided for a whole interval: idle. Rates learned before
+		// would be stale when traffic returns; measure afresh.
+		p.startPriming(now)
+		return
+	}
+	p.lastAdj = now
+	p.policy.Store(p.est.update(v, secs, p.share()))
+}
+
+func (p *budgetTailSampler) primeTick(now time.Time) {
+	v, intake := p.drain()
+	ps := &p.prime
+	if ps.intake == 0 {
+		// Traffic began after the last tick.
+		ps.from = ps.lastTick
+	}
+	ps.intake += intake
+	if ps.intake > 0 {
+		ps.recent = append(ps.recent, tickIntake{vol: intake, secs: now.Sub(ps.lastTick).Seconds()})
+		if len(ps.recent) > intakeWindow {
+			ps.recent = ps.recent[1:]
+		}
+	}
+	if !v.empty() && ps.decidedFrom.IsZero() {
+		ps.decidedFrom = ps.lastTick
+	}
+	ps.decided.addAll(&v)
+	ps.lastTick = now
+	share := p.share()
+	if !ps.decidedFrom.IsZero() && now.Sub(ps.decidedFrom) >= p.cfg.AdjustInterval {
+		secs := now.Sub(ps.decidedFrom).Seconds()
+		// Decisions lag arrivals by the decision wait: in the first interval
+		// of decisions they are still ramping up. Their split by class and
+		// service is right; the total is the intake's.
+		if total := ps.decided.total(); total > 0 {
+			if scale := ps.intakeRate(now) * secs / total; scale > 1 {
+				ps.decided.scale(scale)
+			}
+		}
+		p.priming.Store(false)
+		p.lastAdj = now
+		p.policy.Store(p.est.update(ps.decided, secs, share))
+		return
+	}
+	if rate := ps.intakeRate(now); rate > 0 {
+		pr := fraction(share, rate)
+		p.policy.Store(&policy{services: map[string]probability{}, newService: pr, other: pr,
+			errors: always, outliers: always, meanProb: pr.p})
+	}
+}
+
+type tickIntake struct{ vol, secs float64 }
+
+// intakeRate is the volume received per second: over the last intakeWindow
+// ticks, or since traffic began when that is shorter.
+func (ps *primeState) intakeRate(now time.Time) float64 {
+	if len(ps.recent) < intakeWindow {
+		if secs := now.Sub(ps.from).Seconds(); secs > 0 {
+			return ps.intake / secs
+		}
+		return 0
+	}
+	var vol, secs float64
+	for _, r := range ps.recent {
+		vol += r.vol
+		secs += r.secs
+	}
+	if secs <= 0 {
+		return 0
+	}
+	return vol / secs
+}
+
+// drain takes the shards' decided volumes and intake since the last call.
+func (p *budgetTailSampler) drain() (volumes, float64) {
+	v := newVolumes()
+	var intake float64
+	for _, sh := range p.shards {
+		sh.mu.Lock()
+		cur := sh.volumes
+		sh.volumes = newVolumes()
+		intake += sh.intake
+		sh.intake = 0
+		sh.mu.Unlock()
+		v.addAll(&cur)
+	}
+	return v, intake
+}
+
+// share is this instance's part of the tier's budget, in units per second.
+func (p *budgetTailSampler) share() float64 {
+	return p.unit.perSecond / float64(max(1, p.peers.Load()))
+}

@@ -1,0 +1,337 @@
+package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/otep235"
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
+)
+
+// Bytes writing th adds to a span, estimated for the budget: "ot=th:" and a
+// threshold of a few hex digits, plus the field's tag and length when the
+// span had no tracestate; ";th:…" when it had one.
+const (
+	stampBytesFresh    = 12
+	stampBytesExisting = 8
+)
+
+// fragment is the part of one trace that arrived in one request.
+type fragment struct {
+	summary
+	td    ptrace.Traces
+	rs    ptrace.ResourceSpans
+	ss    ptrace.ScopeSpans
+	rsIdx int
+	ssIdx int
+}
+
+// splitter carries one request's per-span state: the last tracestate parsed
+// (the spans of a trace share one) and the invalid-input tallies.
+type splitter struct {
+	p       *budgetTailSampler
+	lastTS  string
+	lastS   otep235.Sampling
+	lastBad bool
+	invalid [numInvalidCauses]int64
+}
+
+// ConsumeTraces splits the request into per-trace fragments and buffers
+// them; late spans of decided traces follow their decision at once.
+func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	frags := p.split(td)
+	now := p.now()
+	var out keptSet
+	var m ptrace.ProtoMarshaler
+	for id, f := range frags {
+		sh := p.shardOf(id)
+		sh.mu.Lock()
+		p.ingest(sh, id, f, now, &m, &out)
+		sh.mu.Unlock()
+		p.enforceBounds(now, &out)
+	}
+	p.forward(ctx, &out)
+	return nil
+}
+
+func (p *budgetTailSampler) split(td ptrace.Traces) map[pcommon.TraceID]*fragment {
+	rss := td.ResourceSpans()
+	frags := make(map[pcommon.TraceID]*fragment, rss.Len())
+	sp := splitter{p: p}
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		service := unknownService
+		if v, ok := rs.Resource().Attributes().Get(serviceNameKey); ok && v.AsString() != "" {
+			service = v.AsString()
+		}
+		if id, ok := singleTrace(rs); ok {
+			// Fast path: the whole ResourceSpans is one trace, the shape the
+			// loadbalancing exporter sends (it splits requests by trace ID).
+			// It moves as a whole: no copy, no per-span allocation.
+			f := frags[id]
+			if f == nil {
+				f = &fragment{td: ptrace.NewTraces(), rsIdx: -1}
+				frags[id] = f
+			}
+			spanwalk.ResourceSpans(rs, func(span ptrace.Span) { sp.summarize(f, rs, span, service) })
+			rs.MoveTo(f.td.ResourceSpans().AppendEmpty())
+			f.rsIdx = -1
+			continue
+		}
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j)
+			spans := ss.Spans()
+			for k := 0; k < spans.Len(); k++ {
+				span := spans.At(k)
+				id := span.TraceID()
+				if id.IsEmpty() {
+					sp.invalid[invalidZeroTraceID]++
+					continue
+				}
+				f := frags[id]
+				if f == nil {
+					f = &fragment{td: ptrace.NewTraces(), rsIdx: -1}
+					frags[id] = f
+				}
+				if f.rsIdx != i {
+					f.rs = f.td.ResourceSpans().AppendEmpty()
+					rs.Resource().CopyTo(f.rs.Resource())
+					f.rs.SetSchemaUrl(rs.SchemaUrl())
+					f.rsIdx, f.ssIdx = i, -1
+				}
+				if f.ssIdx != j {
+					f.ss = f.rs.ScopeSpans().AppendEmpty()
+					ss.Scope().CopyTo(f.ss.Scope())
+					f.ss.SetSchemaUrl(ss.SchemaUrl())
+					f.ssIdx = j
+				}
+				sp.summarize(f, rs, span, service)
+				span.MoveTo(f.ss.Spans().AppendEmpty())
+			}
+		}
+	}
+	if sp.invalid != [numInvalidCauses]int64{} {
+		// Invalid spans are rare; count them on the first shard.
+		sh := p.shards[0]
+		sh.mu.Lock()
+		for c, n := range sp.invalid {
+			sh.counters.invalid[c] += n
+		}
+		sh.mu.Unlock()
+	}
+	return frags
+}
+
+// singleTrace reports whether every span of rs has one, non-zero, trace ID.
+func singleTrace(rs ptrace.ResourceSpans) (pcommon.TraceID, bool) {
+	var id pcommon.TraceID
+	found := false
+	sss := rs.ScopeSpans()
+	for j := 0; j < sss.Len(); j++ {
+		spans := sss.At(j).Spans()
+		for k := 0; k < spans.Len(); k++ {
+			tid := spans.At(k).TraceID()
+			if tid.IsEmpty() || (found && tid != id) {
+				return id, false
+			}
+			id, found = tid, true
+		}
+	}
+	return id, found
+}
+
+// summarize folds a span into its fragment's summary.
+func (sp *splitter) summarize(f *fragment, rs ptrace.ResourceSpans, span ptrace.Span, service string) {
+	f.spans++
+	if service == unknownService {
+		sp.invalid[invalidMissingServiceName]++
+	}
+	if !f.hasError && sp.p.isError(span) {
+		f.hasError = true
+	}
+	sp.readTraceState(f, span)
+	start, end := span.StartTimestamp(), span.EndTimestamp()
+	var dur time.Duration
+	if end >= start {
+		dur = time.Duration(end - start)
+	} else {
+		sp.invalid[invalidEndBeforeStart]++
+	}
+	switch {
+	case span.ParentSpanID().IsEmpty():
+		if !f.hasRoot {
+			f.hasRoot = true
+			f.dur, f.service = dur, service
+			f.group = sp.p.groupKey(rs.Resource().Attributes(), span)
+		}
+	case !f.hasRoot && (f.group == "" || dur > f.dur):
+		f.dur, f.service = dur, service
+		f.group = sp.p.groupKey(rs.Resource().Attributes(), span)
+	}
+}
+
+// readTraceState folds the span's OTEP 235 fields into the fragment: the
+// largest consistent th (the probability the trace arrived with) and rv.
+func (sp *splitter) readTraceState(f *fragment, span ptrace.Span) {
+	ts := span.TraceState().AsRaw()
+	if ts == "" {
+		f.stampBytes += stampBytesFresh
+		return
+	}
+	f.stampBytes += stampBytesExisting
+	if ts != sp.lastTS {
+		var problem otep235.Problem
+		sp.lastTS = ts
+		sp.lastS, problem = otep235.Parse(ts)
+		sp.lastBad = problem != otep235.OK
+	}
+	if sp.lastBad {
+		sp.invalid[invalidUnparseableTracestate]++
+		return
+	}
+	s, problem := sp.lastS.Consistent(span.TraceID())
+	if problem == otep235.Inconsistent {
+		sp.invalid[invalidInconsistentThreshold]++
+	}
+	if s.HasThreshold && (!f.hasTIn || s.Threshold.Unsigned() > f.tIn.Unsigned()) {
+		f.tIn, f.hasTIn = s.Threshold, true
+	}
+	if s.HasRandomness && !f.hasRnd {
+		f.rnd, f.hasRnd = s.Randomness, true
+	}
+}
+
+// isError: status ERROR, or with http_server_errors a SERVER span whose
+// http.response.status_code (an int or a numeric string) is ≥ 500.
+func (p *budgetTailSampler) isError(span ptrace.Span) bool {
+	if span.Status().Code() == ptrace.StatusCodeError {
+		return true
+	}
+	if !p.cfg.Errors.HTTPServerErrors || span.Kind() != ptrace.SpanKindServer {
+		return false
+	}
+	v, ok := span.Attributes().Get(httpStatusKey)
+	if !ok {
+		return false
+	}
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return v.Int() >= 500
+	case pcommon.ValueTypeStr:
+		code, err := strconv.Atoi(strings.TrimSpace(v.Str()))
+		return err == nil && code >= 500
+	case pcommon.ValueTypeDouble:
+		return v.Double() >= 500
+	}
+	return false
+}
+
+func (p *budgetTailSampler) groupKey(res pcommon.Map, span ptrace.Span) string {
+	var b strings.Builder
+	for i, key := range p.cfg.Outliers.GroupBy {
+		if i > 0 {
+			b.WriteByte(0x1f)
+		}
+		if key == groupBySpanName {
+			b.WriteString(span.Name())
+			continue
+		}
+		if v, ok := res.Get(key); ok {
+			b.WriteString(v.AsString())
+		} else if v, ok := span.Attributes().Get(key); ok {
+			b.WriteString(v.AsString())
+		}
+	}
+	return b.String()
+}
+
+// ingest buffers one fragment, or lets it follow its trace's decision;
+// called with sh.mu held.
+func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, now time.Time, m *ptrace.ProtoMarshaler, out *keptSet) {
+	priming := p.priming.Load()
+	if d, ok := sh.sampled.get(id); ok {
+		p.followSampled(sh, f, d, m, priming, out)
+		return
+	}
+	if d, ok := sh.notSampled.get(id); ok {
+		p.followNotSampled(sh, id, f, d, m, priming, out)
+		return
+	}
+	t := sh.traces[id]
+	if t == nil {
+		t = &trace{id: id, arrived: now, seq: p.seq.Add(1)}
+		sh.add(t)
+	}
+	chunk, _ := m.MarshalTraces(f.td)
+	t.chunks = append(t.chunks, chunk)
+	sh.grow(t, int64(len(chunk)))
+	if priming {
+		sh.intake += p.unit.volume(f.spans, int64(len(chunk))+f.stampBytes)
+	}
+	if t.merge(&f.summary) {
+		t.rootArrived = now
+		t.inRootList = true
+		sh.roots.pushBack(t)
+	}
+	if t.spans >= p.cfg.MaxSpansPerTrace {
+		p.decide(sh, t, now, reasonSpanLimit, out)
+	}
+}
+
+// followSampled forwards a late fragment of a kept trace with its threshold;
+// it counts against the budget like the rest of the trace.
+func (p *budgetTailSampler) followSampled(sh *shard, f *fragment, d decided, m *ptrace.ProtoMarshaler, priming bool, out *keptSet) {
+	bytes := int64(m.TracesSize(f.td))
+	vol := p.unit.volume(f.spans, bytes+f.stampBytes)
+	sh.counters.late[sampled] += int64(f.spans)
+	sh.counters.traces[sampled][reasonLateSpan]++
+	sh.counters.spans[sampled] += int64(f.spans)
+	sh.counters.bytes[sampled] += bytes
+	sh.volumes.book(d.class, d.service, vol, true, p.cfg.MaxServices)
+	if priming {
+		sh.intake += vol
+	}
+	out.addLate(f.td, d.th)
+}
+
+// followNotSampled drops a late fragment of a trace decided not-sampled,
+// unless it carries an error: then it is decided as an error trace on what
+// it holds (a partial error trace beats none), and what follows it too.
+func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *fragment, d decided, m *ptrace.ProtoMarshaler, priming bool, out *keptSet) {
+	bytes := int64(m.TracesSize(f.td))
+	vol := p.unit.volume(f.spans, bytes+f.stampBytes)
+	if priming {
+		sh.intake += vol
+	}
+	if f.hasError {
+		prob := p.policy.Load().errorProbability(d.service)
+		th := otep235Downstream(f.inThreshold(), prob.p)
+		if th.ShouldSample(f.randomness(id)) {
+			sh.sampled.put(id, decided{th: th, service: d.service, class: reasonError})
+			sh.counters.late[sampled] += int64(f.spans)
+			sh.counters.traces[sampled][reasonLateError]++
+			sh.counters.spans[sampled] += int64(f.spans)
+			sh.counters.bytes[sampled] += bytes
+			sh.volumes.book(reasonError, d.service, vol, true, p.cfg.MaxServices)
+			out.addLate(f.td, th)
+			return
+		}
+		sh.counters.overflow[classError]++
+	}
+	sh.counters.late[notSampled] += int64(f.spans)
+	sh.counters.traces[notSampled][reasonLateSpan]++
+	sh.counters.spans[notSampled] += int64(f.spans)
+	sh.counters.bytes[notSampled] += bytes
+	sh.volumes.book(d.class, d.service, vol, false, p.cfg.MaxServices)
+}
+
+func otep235Downstream(tIn sampling.Threshold, p float64) sampling.Threshold {
+	return otep235.Downstream(tIn, p, thresholdPrecision)
+}

@@ -1,0 +1,536 @@
+package budgettailsamplingprocessor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
+	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
+)
+
+// fleetRun drives a sampler on its fake clock with a workload.Fleet: every
+// 100 ms traces start and the pods' due exports are sent; decisions and
+// adjustments run as the real tickers would.
+type fleetRun struct {
+	ts      *testSampler
+	fleet   *workload.Fleet
+	perStep int // traces started every 100 ms
+	traces  []workload.FleetTrace
+	steps   int
+	// keptAt[s] is the spans that reached the sink during second s.
+	keptAt []int
+}
+
+func newFleetRun(ts *testSampler, opt workload.FleetOptions, tracesPerSecond int) *fleetRun {
+	return &fleetRun{ts: ts, fleet: workload.NewFleet(opt, ts.now), perStep: tracesPerSecond / 10}
+}
+
+func (r *fleetRun) run(seconds int) {
+	adjustSteps := int(r.ts.p.cfg.AdjustInterval / (100 * time.Millisecond))
+	for s := 0; s < seconds; s++ {
+		before := r.ts.sink.SpanCount()
+		for step := 0; step < 10; step++ {
+			for range r.perStep {
+				r.traces = append(r.traces, r.fleet.Start(r.ts.now))
+			}
+			for _, req := range r.fleet.Exports(r.ts.now) {
+				r.ts.send(req.Traces)
+			}
+			r.ts.advance(100 * time.Millisecond)
+			r.steps++
+			if r.steps%10 == 0 || r.steps%adjustSteps == 0 {
+				r.ts.p.tickAdjust()
+			}
+		}
+		r.keptAt = append(r.keptAt, r.ts.sink.SpanCount()-before)
+	}
+}
+
+// finish stops starting traces, lets every pod export what it holds and
+// every pending trace be decided.
+func (r *fleetRun) finish() {
+	r.perStep = 0
+	r.run(15)
+	for _, req := range r.fleet.Drain() {
+		r.ts.send(req.Traces)
+	}
+	require.NoError(r.ts.t, r.ts.p.Shutdown(context.Background()))
+}
+
+func meanOf(xs []int) float64 {
+	var s float64
+	for _, x := range xs {
+		s += float64(x)
+	}
+	return s / float64(len(xs))
+}
+
+// SDK clients export every 5 s at independent phases: a trace's fragments
+// arrive seconds apart, the error often only on a late downstream span.
+func TestRealExportDelaysKeepEveryErrorWholeAndTheBudget(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Budget.SpansPerSecond = 600
+	cfg.NumShards = 8
+	ts := newTestSampler(t, cfg)
+	// 300 traces/s × 6 spans = 1,800 spans/s offered; 1% errors, downstream only.
+	r := newFleetRun(ts, workload.FleetOptions{ErrorShare: 0.01, Seed: 7}, 300)
+	r.run(45)
+	kept := meanOf(r.keptAt[30:45])
+	assert.InEpsilon(t, 600, kept, 0.10, "kept %.0f spans/s, late spans included", kept)
+	r.finish()
+
+	keptSpans := ts.keptSpans()
+	var errors, whole int
+	for _, tr := range r.traces {
+		if !tr.Error {
+			continue
+		}
+		errors++
+		if len(keptSpans[tr.ID]) == tr.Spans {
+			whole++
+		}
+	}
+	require.Greater(t, errors, 100)
+	assert.Equal(t, errors, whole, "every error trace kept whole")
+	assert.Zero(t, ts.metric(metadata.MetricLateSpans), "the default waits cover an SDK's 5 s export delay")
+}
+
+// A late fragment that carries the only error of a trace already decided
+// not-sampled is kept: a partial error trace beats none.
+func TestLateErrorOfANotSampledTraceIsKept(t *testing.T) {
+	ts := newTestSampler(t, testConfig())
+	storeBaselinePolicy(ts, "api", 0.01)
+	id := traceIDWithRandomness(1, 0.5)
+	ts.send(oneSpan("api", id, 1, 0, ts.now, time.Millisecond))
+	ts.advance(ts.p.cfg.DecisionWait)
+	require.Empty(t, ts.keptSpans())
+	late := oneSpan("db", id, 2, 1, ts.now, time.Millisecond)
+	late.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Status().SetCode(ptrace.StatusCodeError)
+	ts.send(late)
+	again := oneSpan("db", id, 3, 2, ts.now, time.Millisecond)
+	ts.send(again)
+	spans := ts.keptSpans()[id]
+	require.Len(t, spans, 2, "the late error and what follows it are kept")
+	for _, s := range spans {
+		assert.Equal(t, "ot=th:0", s.TraceState().AsRaw())
+	}
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricTraces, decisionAttr("sampled"), reasonAttr("late_error")))
+}
+
+// Head-sampled input (ot=th on every span): the tail stage samples in
+// proportion, so the budget holds and weights represent the traffic before
+// both stages.
+func TestHeadSampledInputIsSampledProportionally(t *testing.T) {
+	for _, mix := range [][]float64{{0.1}, {1, 0.25, 0.05}, {0.5, 0.02}} {
+		cfg := createDefaultConfig()
+		cfg.Budget.SpansPerSecond = 150
+		cfg.NumShards = 4
+		cfg.Outliers.MinObservations = 1 << 30
+		cfg.Outliers.FallbackLatencyThreshold = time.Hour
+		ts := newTestSampler(t, cfg)
+		r := newFleetRun(ts, workload.FleetOptions{HeadProbabilities: mix, Depth: 2, ExportDelay: time.Second, Seed: 11}, 1500)
+		r.run(60)
+		kept := meanOf(r.keptAt[20:60])
+		assert.InEpsilon(t, 150, kept, 0.10, "mix %v: kept %.0f spans/s", mix, kept)
+		r.finish()
+		var represented float64
+		for _, td := range ts.sink.AllTraces() {
+			spanwalk.Traces(td, func(_ ptrace.ResourceSpans, s ptrace.Span) {
+				th, ok := thresholdOf(s.TraceState().AsRaw())
+				require.True(t, ok, "th on every kept span")
+				represented += th.AdjustedCount()
+			})
+		}
+		assert.InEpsilon(t, float64(r.fleet.Offered), represented, 0.05,
+			"mix %v: kept spans' adjusted counts represent the spans before head sampling", mix)
+	}
+}
+
+func thresholdOf(ts string) (sampling.Threshold, bool) {
+	w3c, err := sampling.NewW3CTraceState(ts)
+	if err != nil {
+		return sampling.Threshold{}, false
+	}
+	return w3c.OTelValue().TValueThreshold()
+}
+
+// The tracestate as SDKs and proxies really send it.
+func TestTracestateEdgeCases(t *testing.T) {
+	run := func(t *testing.T, raw string) (ptrace.Span, *testSampler) {
+		cfg := testConfig()
+		ts := newTestSampler(t, cfg)
+		id := traceIDWithRandomness(1, 0.9)
+		td := oneSpan("api", id, 1, 0, ts.now, time.Millisecond)
+		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceState().FromRaw(raw)
+		ts.send(td)
+		ts.advance(3 * time.Second)
+		spans := ts.keptSpans()[id]
+		require.Len(t, spans, 1)
+		return spans[0], ts
+	}
+	t.Run("rv below th is inconsistent: th erased and counted", func(t *testing.T) {
+		// rv 0x10… < th 0x8…: the span could not have been sampled at th.
+		s, ts := run(t, "ot=rv:10000000000000;th:8")
+		th, ok := thresholdOf(s.TraceState().AsRaw())
+		require.True(t, ok)
+		assert.Equal(t, 1.0, th.AdjustedCount(), "the weight of an inconsistent th is not trusted")
+		assert.Equal(t, 1.0, ts.metric(metadata.MetricInvalidSpans, attributeCause("inconsistent_threshold")))
+	})
+	t.Run("32 members of 256 characters", func(t *testing.T) {
+		var members []string
+		for i := 0; i < 32; i++ {
+			members = append(members, "v"+string(rune('a'+i%26))+string(rune('a'+i/26))+"="+repeat('x', 256))
+		}
+		s, ts := run(t, join(members))
+		out := s.TraceState().AsRaw()
+		_, ok := thresholdOf(firstMember(out))
+		assert.True(t, ok, "th written")
+		assert.Equal(t, 32, countMembers(out), "W3C: at most 32 members, the rightmost dropped")
+		assert.Equal(t, 1.0, ts.metric(metadata.MetricInvalidSpans, attributeCause("tracestate_truncated")))
+	})
+	t.Run("unparseable tracestate counted and replaced", func(t *testing.T) {
+		s, ts := run(t, "this is not=a,,tracestate")
+		_, ok := thresholdOf(s.TraceState().AsRaw())
+		assert.True(t, ok, "th on every kept span")
+		assert.Equal(t, 1.0, ts.metric(metadata.MetricInvalidSpans, attributeCause("unparseable_tracestate")))
+	})
+	t.Run("unparseable ot member: other vendors kept", func(t *testing.T) {
+		s, ts := run(t, "ot=th:zz,vendor=abc")
+		out := s.TraceState().AsRaw()
+		assert.Contains(t, out, "vendor=abc")
+		_, ok := thresholdOf(out)
+		assert.True(t, ok)
+		assert.Equal(t, 1.0, ts.metric(metadata.MetricInvalidSpans, attributeCause("unparseable_tracestate")))
+	})
+}
+
+func repeat(c byte, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = c
+	}
+	return string(b)
+}
+
+func join(ms []string) string {
+	out := ""
+	for i, m := range ms {
+		if i > 0 {
+			out += ","
+		}
+		out += m
+	}
+	return out
+}
+
+func countMembers(ts string) int {
+	n := 1
+	for i := 0; i < len(ts); i++ {
+		if ts[i] == ',' {
+			n++
+		}
+	}
+	return n
+}
+
+func firstMember(ts string) string {
+	for i := 0; i < len(ts); i++ {
+		if ts[i] == ',' {
+			return ts[:i]
+		}
+	}
+	return ts
+}
+
+// Outlier rule on the duration shapes production has.
+func TestOutliersOnRealLatencyShapes(t *testing.T) {
+	cfg := createDefaultConfig().Outliers
+	t.Run("bimodal: a slow mode of a few percent is kept", func(t *testing.T) {
+		for _, share := range []float64{0.005, 0.01, 0.03, 0.05} {
+			fl := workload.NewFleet(workload.FleetOptions{Services: 1, Depth: 1, SpansPerService: 1, SlowShare: share,
+				BodyMin: 20 * time.Millisecond, BodyMax: 200 * time.Millisecond, SlowDuration: 5 * time.Second, QuantizeMillis: true, Seed: 3}, time.Unix(0, 0))
+			o := newOutlierGroups(cfg)
+			slow, slowKept, body, bodyKept := 0, 0, 0, 0
+			for i := 0; i < 20000; i++ {
+				tr := fl.Start(time.Unix(0, 0))
+				dur := durationOf(fl, tr)
+				out := observeTrace(o, "g", dur, tr.ID, time.Unix(0, 0))
+				if i < 2000 {
+					continue // learning
+				}
+				if tr.Slow {
+					slow++
+					if out {
+						slowKept++
+					}
+				} else {
+					body++
+					if out {
+						bodyKept++
+					}
+				}
+			}
+			assert.Equal(t, slow, slowKept, "slow share %.3f: every slow-mode trace is an outlier", share)
+			assert.Less(t, float64(bodyKept)/float64(body), 0.02, "slow share %.3f: the body is not", share)
+		}
+	})
+	t.Run("quantized unimodal: about 1 - quantile", func(t *testing.T) {
+		o := newOutlierGroups(cfg)
+		out := 0
+		const n = 40000
+		for i := 0; i < n; i++ {
+			var id pcommon.TraceID
+			id[0], id[1], id[2] = byte(i), byte(i>>8), byte(i*7)
+			// integer milliseconds, narrow range: 10..30 ms
+			dur := time.Duration(10+(i*7919)%21) * time.Millisecond
+			if observeTrace(o, "g", dur, id, time.Unix(0, 0)) && i > 2000 {
+				out++
+			}
+		}
+		share := float64(out) / float64(n-2000)
+		assert.InDelta(t, 0.01, share, 0.004, "outlier share %.4f", share)
+	})
+}
+
+// durationOf drains the fleet's one-span traces to get the generated duration.
+func durationOf(fl *workload.Fleet, tr workload.FleetTrace) time.Duration {
+	var d time.Duration
+	for _, req := range fl.Drain() {
+		spanwalk.Traces(req.Traces, func(_ ptrace.ResourceSpans, s ptrace.Span) {
+			if s.TraceID() == tr.ID {
+				d = time.Duration(s.EndTimestamp() - s.StartTimestamp())
+			}
+		})
+	}
+	return d
+}
+
+// Clock skew between hosts must not make outliers: the root span's own
+// duration is the trace's.
+func TestClockSkewDoesNotMakeOutliers(t *testing.T) {
+	cfg := testConfig()
+	cfg.Outliers.MinObservations = 50
+	ts := newTestSampler(t, cfg)
+	storeBaselinePolicy(ts, "web", sampling.MinSamplingProbability)
+	for i := 0; i < 200; i++ {
+		id := traceIDWithRandomness(uint64(i), 0.5)
+		ts.send(oneSpan("web", id, 1, 0, ts.now, time.Duration(50+i%100)*time.Millisecond))
+		ts.send(oneSpan("db", id, 2, 1, ts.now.Add(10*time.Millisecond), 50*time.Millisecond))
+	}
+	ts.advance(ts.p.cfg.DecisionWait)
+	// The db host's clock runs 900 ms ahead.
+	id := traceIDWithRandomness(999, 0.5)
+	ts.send(oneSpan("web", id, 1, 0, ts.now, 100*time.Millisecond))
+	ts.send(oneSpan("db", id, 2, 1, ts.now.Add(910*time.Millisecond), 50*time.Millisecond))
+	ts.advance(ts.p.cfg.DecisionWait)
+	assert.NotContains(t, ts.keptSpans(), id, "a skewed child does not make the trace slow")
+}
+
+// Without a root (a proxy propagates a parent it never exports) the group is
+// the top-most span's, whatever order the fragments arrive in.
+func TestGroupWithoutRootIsTheTopMostSpans(t *testing.T) {
+	ts := newTestSampler(t, testConfig())
+	proxy := byte(200)
+	for i := 0; i < 40; i++ {
+		id := traceIDWithRandomness(uint64(i), 0.5)
+		entry := oneSpan("web", id, 1, proxy, ts.now, 100*time.Millisecond)
+		entry.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).SetName("GET /checkout")
+		child := oneSpan("db", id, 2, 1, ts.now.Add(10*time.Millisecond), 20*time.Millisecond)
+		child.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).SetName("SELECT")
+		if i%2 == 0 {
+			ts.send(child)
+			ts.send(entry)
+		} else {
+			ts.send(entry)
+			ts.send(child)
+		}
+	}
+	ts.advance(ts.p.cfg.DecisionWait)
+	keys := groupKeys(ts.p.groups)
+	assert.Equal(t, []string{"web\x1fGET /checkout"}, keys)
+}
+
+// Groups idle for a window make room for new operations.
+func TestIdleOutlierGroupsAreEvicted(t *testing.T) {
+	cfg := createDefaultConfig().Outliers
+	cfg.MaxGroups = 2
+	o := newOutlierGroups(cfg)
+	t0 := time.Unix(0, 0)
+	observeTrace(o, "a", time.Millisecond, pcommon.TraceID{}, t0)
+	observeTrace(o, "b", time.Millisecond, pcommon.TraceID{}, t0)
+	observeTrace(o, "c", time.Millisecond, pcommon.TraceID{}, t0.Add(cfg.Window+time.Second))
+	assert.ElementsMatch(t, []string{"c"}, groupKeys(o))
+}
+
+// Errors are decided before outliers and never below their service's baseline.
+func TestErrorsComeBeforeOutliers(t *testing.T) {
+	cfg := budgetConfig(1000)
+	cfg.Budget.MaxPriorityShare = 0.5
+	e := newEstimator(cfg)
+	v := newVolumes()
+	v.errors, v.outliers = 100*5, 2000*5 // per 5 s interval
+	v.baseline["quiet"] = 10 * 5
+	v.baseline["noisy"] = 5000 * 5
+	pol := e.update(v, 5, 1000)
+	assert.Equal(t, 1.0, pol.errors.p, "errors fit the cap: all kept")
+	assert.InDelta(t, 0.2, pol.outliers.p, 0.01, "outliers take what errors leave of the cap")
+
+	v = newVolumes()
+	v.errors = 4000 * 5
+	v.baseline["quiet"] = 10 * 5
+	pol = newEstimator(cfg).update(v, 5, 1000)
+	assert.InDelta(t, 0.125, pol.errors.p, 0.01)
+	assert.GreaterOrEqual(t, pol.errorProbability("quiet").p, pol.baseline("quiet").p,
+		"an error is never kept with a lower probability than its service's ordinary traffic")
+}
+
+// max_traces and max_buffered_bytes hold for the whole processor.
+func TestBoundsAreGlobalWhateverTheShards(t *testing.T) {
+	cfg := testConfig()
+	cfg.NumShards = 256
+	cfg.MaxBufferedBytes = 4 << 20
+	cfg.MaxTraces = 100
+	ts := newTestSampler(t, cfg)
+	big := traceIDWithRandomness(1, 0.5)
+	for i := 0; i < 300; i++ { // ≈ 1.5 MiB in one trace
+		td := oneSpan("api", big, byte(i%250+1), 1, ts.now, time.Millisecond)
+		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutStr("payload", repeat('p', 5000))
+		ts.send(td)
+	}
+	for i := 0; i < 99; i++ {
+		ts.send(oneSpan("api", traceIDWithRandomness(uint64(100+i), 0.5), 1, 0, ts.now, time.Millisecond))
+	}
+	assert.Zero(t, ts.metric(metadata.MetricTraces, reasonAttr("forced")), "within the bounds nothing is forced")
+	assert.Equal(t, 100.0, ts.metric(metadata.MetricBufferedTraces))
+	// One more trace: the oldest across all shards (the big one) is forced.
+	ts.send(oneSpan("api", traceIDWithRandomness(1000, 0.5), 1, 0, ts.now, time.Millisecond))
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricTraces, reasonAttr("forced")))
+	assert.Len(t, ts.keptSpans()[big], 300)
+}
+
+// A fresh sampler, and one back from idling, keeps about its budget from its
+// first second.
+func TestNoBudgetSpikeAtStartOrAfterIdling(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Budget.SpansPerSecond = 300
+	cfg.NumShards = 4
+	ts := newTestSampler(t, cfg)
+	r := newFleetRun(ts, workload.FleetOptions{Seed: 5, ExportDelay: time.Second}, 500) // 3,000 spans/s
+	r.run(20)
+	for s, k := range r.keptAt {
+		assert.Less(t, float64(k), 1.5*300, "second %d after start kept %d spans", s, k)
+	}
+	r.perStep = 0
+	r.run(60)
+	r.perStep = 50
+	from := len(r.keptAt)
+	r.run(20)
+	for s, k := range r.keptAt[from:] {
+		assert.Less(t, float64(k), 1.5*300, "second %d after idling kept %d spans", s, k)
+	}
+}
+
+// The root span can arrive in any fragment: the reason goes on it.
+func TestReasonOnARootThatArrivedLast(t *testing.T) {
+	cfg := testConfig()
+	cfg.ReasonAttribute = "sampling.reason"
+	ts := newTestSampler(t, cfg)
+	id := traceIDWithRandomness(1, 0.5)
+	ts.send(oneSpan("db", id, 2, 1, ts.now, time.Millisecond))
+	ts.send(oneSpan("api", id, 1, 0, ts.now, 2*time.Second)) // slower than the 1s fallback
+	ts.advance(3 * time.Second)
+	var reasons []string
+	for _, s := range ts.keptSpans()[id] {
+		if v, ok := s.Attributes().Get("sampling.reason"); ok {
+			reasons = append(reasons, v.Str())
+			assert.True(t, s.ParentSpanID().IsEmpty())
+		}
+	}
+	assert.Equal(t, []string{"outlier"}, reasons)
+}
+
+type ctxKey struct{}
+
+// ctxSink records the context value each forwarded batch carried.
+type ctxSink struct {
+	seen []any
+}
+
+func (c *ctxSink) ConsumeTraces(ctx context.Context, _ ptrace.Traces) error {
+	c.seen = append(c.seen, ctx.Value(ctxKey{}))
+	return nil
+}
+func (c *ctxSink) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+// Traces forced out while serving one request belong to other clients: they
+// must not travel with that request's context (its client metadata).
+func TestForcedDecisionsDoNotCarryTheRequestsContext(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxTraces = 1
+	sink := &ctxSink{}
+	set := processortest.NewNopSettings(metadata.Type)
+	p, err := newBudgetTailSampler(set, cfg, sink)
+	require.NoError(t, err)
+	now := time.Unix(1_700_000_000, 0)
+	p.now = func() time.Time { return now }
+	first := traceIDWithRandomness(1, 0.5)
+	require.NoError(t, p.ConsumeTraces(context.WithValue(context.Background(), ctxKey{}, "tenant-a"), oneSpan("api", first, 1, 0, now, time.Millisecond)))
+	// tenant-b's request forces tenant-a's trace out.
+	second := traceIDWithRandomness(2, 0.5)
+	require.NoError(t, p.ConsumeTraces(context.WithValue(context.Background(), ctxKey{}, "tenant-b"), oneSpan("api", second, 1, 0, now, time.Millisecond)))
+	require.Equal(t, []any{nil}, sink.seen, "the forced trace went on without tenant-b's context")
+	// A late span of the kept trace, in tenant-a's request, keeps its context.
+	require.NoError(t, p.ConsumeTraces(context.WithValue(context.Background(), ctxKey{}, "tenant-a"), oneSpan("api", first, 2, 1, now, time.Millisecond)))
+	assert.Equal(t, []any{nil, "tenant-a"}, sink.seen)
+}
+
+// Services past max_services are sampled at the probability of _other, the
+// entry their volume is booked under.
+func TestServicesPastTheCapGetOthersProbability(t *testing.T) {
+	cfg := budgetConfig(100)
+	cfg.MaxServices = 2
+	e := newEstimator(cfg)
+	v := newVolumes()
+	v.baseline["a"] = 500 * 5
+	v.baseline["b"] = 10 * 5
+	v.baseline["c"] = 1000 * 5 // a third service, seen by another shard
+	pol := e.update(v, 5, 100)
+	require.True(t, pol.full)
+	assert.Len(t, pol.services, 2, "capped at max_services, the smallest merged into _other")
+	other := pol.services[otherServices]
+	assert.Equal(t, other, pol.baseline("zzz"), "an unknown service gets _other's probability")
+	assert.Equal(t, otherServices, pol.bookedService("zzz"))
+	assert.Less(t, other.p, 1.0)
+}
+
+// With a bytes budget, the bytes writing th adds are in the budget: what
+// leaves matches what was booked.
+func TestStampBytesAreInTheBudget(t *testing.T) {
+	cfg := testConfig()
+	cfg.Budget.SpansPerSecond = 0
+	cfg.Budget.BytesPerSecond = 1e9
+	ts := newTestSampler(t, cfg)
+	g := workload.NewGenerator(workload.Options{Services: 3, Seed: 9})
+	td, _ := g.Batch(200)
+	ts.send(td)
+	ts.advance(3 * time.Second)
+	v, _ := ts.p.drain()
+	var m ptrace.ProtoMarshaler
+	left := 0
+	for _, out := range ts.sink.AllTraces() {
+		left += m.TracesSize(out)
+	}
+	// Requests are sized whole; buffered chunks carry a resource each, so
+	// allow a few percent either way.
+	assert.InEpsilon(t, float64(left), v.kept, 0.03, "booked %.0f bytes, %d left", v.kept, left)
+}
