@@ -58,10 +58,16 @@ func (p *budgetTailSampler) adjust() {
 	if secs <= 0 {
 		return
 	}
-	v, _ := p.drain()
+	v, _, fragments := p.drain()
 	if v.empty() {
-		// Nothing decided for a whole interval: idle. Rates learned before
-		// would be stale when traffic returns; measure afresh.
+		if fragments > 0 {
+			// Spans arrived but no decision fell in this interval (SDKs
+			// export in bursts): extend the interval rather than learn zero.
+			return
+		}
+		// Nothing arrived and nothing was decided for a whole interval:
+		// idle. Rates learned before would be stale when traffic returns;
+		// measure afresh.
 		p.startPriming(now)
 		return
 	}
@@ -70,7 +76,7 @@ func (p *budgetTailSampler) adjust() {
 }
 
 func (p *budgetTailSampler) primeTick(now time.Time) {
-	v, intake := p.drain()
+	v, intake, _ := p.drain()
 	ps := &p.prime
 	if ps.intake == 0 {
 		// Traffic began after the last tick.
@@ -133,20 +139,22 @@ func (ps *primeState) intakeRate(now time.Time) float64 {
 	return vol / secs
 }
 
-// drain takes the shards' decided volumes and intake since the last call.
-func (p *budgetTailSampler) drain() (volumes, float64) {
-	v := newVolumes()
-	var intake float64
+// drain takes the shards' decided volumes, intake and fragment counts since
+// the last call.
+func (p *budgetTailSampler) drain() (v volumes, intake float64, fragments int64) {
+	v = newVolumes()
 	for _, sh := range p.shards {
 		sh.mu.Lock()
 		cur := sh.volumes
 		sh.volumes = newVolumes()
 		intake += sh.intake
 		sh.intake = 0
+		fragments += sh.fragments
+		sh.fragments = 0
 		sh.mu.Unlock()
 		v.addAll(&cur)
 	}
-	return v, intake
+	return v, intake, fragments
 }
 
 // share is this instance's part of the tier's budget, in units per second.

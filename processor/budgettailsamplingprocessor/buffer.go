@@ -319,7 +319,10 @@ type shard struct {
 	// intake is the volume received while the sampler measures its first
 	// rates (priming); unused otherwise.
 	intake float64
-	totals *bufferTotals
+	// fragments counts what arrived since the last adjustment: an interval
+	// with fragments but no decision is not idle, only between bursts.
+	fragments int64
+	totals    *bufferTotals
 }
 
 // bufferTotals are the whole processor's buffered traces and bytes, the

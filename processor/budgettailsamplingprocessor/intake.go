@@ -256,6 +256,7 @@ func (p *budgetTailSampler) groupKey(res pcommon.Map, span ptrace.Span) string {
 // called with sh.mu held.
 func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, now time.Time, m *ptrace.ProtoMarshaler, out *keptSet) {
 	priming := p.priming.Load()
+	sh.fragments++
 	if d, ok := sh.sampled.get(id); ok {
 		p.followSampled(sh, f, d, m, priming, out)
 		return

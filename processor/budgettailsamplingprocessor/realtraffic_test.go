@@ -524,7 +524,7 @@ func TestStampBytesAreInTheBudget(t *testing.T) {
 	td, _ := g.Batch(200)
 	ts.send(td)
 	ts.advance(3 * time.Second)
-	v, _ := ts.p.drain()
+	v, _, _ := ts.p.drain()
 	var m ptrace.ProtoMarshaler
 	left := 0
 	for _, out := range ts.sink.AllTraces() {
