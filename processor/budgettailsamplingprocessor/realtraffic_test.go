@@ -2,6 +2,8 @@ package budgettailsamplingprocessor
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -131,7 +133,17 @@ func TestLateErrorOfANotSampledTraceIsKept(t *testing.T) {
 // proportion, so the budget holds and weights represent the traffic before
 // both stages.
 func TestHeadSampledInputIsSampledProportionally(t *testing.T) {
-	for _, mix := range [][]float64{{0.1}, {1, 0.25, 0.05}, {0.5, 0.02}} {
+	mixes := [][]float64{{0.1}, {1, 0.25, 0.05}, {0.5, 0.02}}
+	// And mixes drawn at random: a property of any mix, not of these.
+	rng := rand.New(rand.NewPCG(235, 1))
+	for range 3 {
+		var mix []float64
+		for range 1 + rng.IntN(4) {
+			mix = append(mix, math.Pow(10, -2*rng.Float64())) // 1% … 100%
+		}
+		mixes = append(mixes, mix)
+	}
+	for _, mix := range mixes {
 		cfg := createDefaultConfig()
 		cfg.Budget.SpansPerSecond = 150
 		cfg.NumShards = 4

@@ -64,13 +64,13 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 		errs = errors.Join(errs, e)
 		return c
 	}
-	t.Traces = counter(MetricTraces, "Traces decided, by decision (sampled, not_sampled) and reason (error, outlier, baseline, forced, span_limit, late_span).", "{trace}")
+	t.Traces = counter(MetricTraces, "Traces decided, by decision (sampled, not_sampled) and reason (error, outlier, baseline, forced, span_limit, late_span, late_error).", "{trace}")
 	t.Spans = counter(MetricSpans, "Spans decided, by decision.", "{span}")
 	t.Bytes = counter(MetricBytes, "OTLP bytes decided, by decision.", "By")
 	t.DroppedTooEarly = counter(MetricDroppedTooEarly, "Traces released without a policy decision (only when shutdown runs out of time).", "{trace}")
 	t.LateSpans = counter(MetricLateSpans, "Spans that arrived after their trace was decided, by the decision they followed.", "{span}")
-	t.InvalidSpans = counter(MetricInvalidSpans, "Invalid spans, by cause (zero_trace_id: dropped; missing_service_name, end_before_start: processed).", "{span}")
-	t.PriorityOverflow = counter(MetricPriorityOverflow, "Error and outlier traces not kept because priority traffic exceeded max_priority_share of the budget.", "{trace}")
+	t.InvalidSpans = counter(MetricInvalidSpans, "Invalid spans, by cause (zero_trace_id: dropped; missing_service_name, end_before_start, unparseable_tracestate, inconsistent_threshold, tracestate_truncated: processed).", "{span}")
+	t.PriorityOverflow = counter(MetricPriorityOverflow, "Error and outlier traces not kept because priority traffic exceeded max_priority_share of the budget, by class (error, outlier).", "{trace}")
 	t.ForwardFailed = counter(MetricForwardFailed, "Spans of kept traces the next consumer refused.", "{span}")
 	t.BufferedTraces, err = m.Int64ObservableGauge(MetricBufferedTraces, metric.WithDescription("Traces buffered awaiting a decision."), metric.WithUnit("{trace}"))
 	errs = errors.Join(errs, err)
