@@ -201,15 +201,15 @@ func (e *estimator) update(v volumes, secs, share float64) *policy {
 	}
 	pol.meanProb = 1
 	pol.newService = always
-	pol.other = pol.baseline(otherServices)
 	if total > 0 {
 		pol.meanProb = keptBase / total
 		// A service not seen yet starts at the level an average service gets,
 		// so a burst of new services cannot blow the budget for a whole interval.
 		pol.newService = fraction(level, total/float64(len(e.baseline)))
-		if _, ok := pol.services[otherServices]; !ok {
-			pol.other = pol.newService
-		}
+	}
+	pol.other = pol.newService
+	if pr, ok := pol.services[otherServices]; ok {
+		pol.other = pr
 	}
 	return pol
 }
@@ -266,4 +266,61 @@ func waterLevel(rates map[string]float64, budget float64) float64 {
 		remaining -= r
 	}
 	return math.Inf(1)
+}
+
+// volumes is what one adjust interval saw, in budget units: every span
+// decided, late spans included, booked to the class and service of its trace.
+type volumes struct {
+	baseline map[string]float64 // per service, traces that were not priority
+	errors   float64
+	outliers float64
+	kept     float64
+}
+
+func newVolumes() volumes { return volumes{baseline: make(map[string]float64)} }
+
+func (v *volumes) empty() bool { return len(v.baseline) == 0 && v.errors == 0 && v.outliers == 0 }
+
+func (v *volumes) addAll(o *volumes) {
+	for svc, x := range o.baseline {
+		v.baseline[svc] += x
+	}
+	v.errors += o.errors
+	v.outliers += o.outliers
+	v.kept += o.kept
+}
+
+func (v *volumes) total() float64 {
+	t := v.errors + v.outliers
+	for _, x := range v.baseline {
+		t += x
+	}
+	return t
+}
+
+// scale multiplies the offered volumes (not the kept one) by f.
+func (v *volumes) scale(f float64) {
+	for svc := range v.baseline {
+		v.baseline[svc] *= f
+	}
+	v.errors *= f
+	v.outliers *= f
+}
+
+// book adds vol to the class (and service) a trace was decided in.
+func (v *volumes) book(class reason, service string, vol float64, kept bool, maxServices int) {
+	switch class {
+	case reasonError:
+		v.errors += vol
+	case reasonOutlier:
+		v.outliers += vol
+	default:
+		if _, ok := v.baseline[service]; !ok && len(v.baseline) >= maxServices {
+			service = otherServices
+		}
+		v.baseline[service] += vol
+	}
+	if kept {
+		v.kept += vol
+	}
 }

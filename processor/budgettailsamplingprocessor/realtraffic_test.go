@@ -154,6 +154,9 @@ func TestHeadSampledInputIsSampledProportionally(t *testing.T) {
 		r.run(60)
 		kept := meanOf(r.keptAt[20:60])
 		assert.InEpsilon(t, 150, kept, 0.10, "mix %v: kept %.0f spans/s", mix, kept)
+		defer func(mix []float64, kept float64) {
+			t.Logf("head mix %.3v: kept %.0f spans/s for a budget of 150", mix, kept)
+		}(mix, kept)
 		r.finish()
 		var represented float64
 		for _, td := range ts.sink.AllTraces() {
@@ -165,6 +168,7 @@ func TestHeadSampledInputIsSampledProportionally(t *testing.T) {
 		}
 		assert.InEpsilon(t, float64(r.fleet.Offered), represented, 0.05,
 			"mix %v: kept spans' adjusted counts represent the spans before head sampling", mix)
+		t.Logf("head mix %.3v: represented %+.2f%% of the spans before head sampling", mix, 100*(represented/float64(r.fleet.Offered)-1))
 	}
 }
 
@@ -292,6 +296,7 @@ func TestOutliersOnRealLatencyShapes(t *testing.T) {
 					}
 				}
 			}
+			t.Logf("slow share %.3f: slow-mode traces kept %d/%d, body outliers %.2f%%", share, slowKept, slow, 100*float64(bodyKept)/float64(body))
 			assert.Equal(t, slow, slowKept, "slow share %.3f: every slow-mode trace is an outlier", share)
 			assert.Less(t, float64(bodyKept)/float64(body), 0.02, "slow share %.3f: the body is not", share)
 		}
@@ -310,6 +315,7 @@ func TestOutliersOnRealLatencyShapes(t *testing.T) {
 			}
 		}
 		share := float64(out) / float64(n-2000)
+		t.Logf("quantized 10–30 ms: outlier share %.2f%%", 100*share)
 		assert.InDelta(t, 0.01, share, 0.004, "outlier share %.4f", share)
 	})
 }

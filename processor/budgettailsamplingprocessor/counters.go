@@ -1,0 +1,79 @@
+package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+
+// decision and reason index the counters.
+type decision uint8
+
+const (
+	notSampled decision = iota
+	sampled
+)
+
+var decisionNames = [...]string{"not_sampled", "sampled"}
+
+type reason uint8
+
+const (
+	reasonError reason = iota
+	reasonOutlier
+	reasonBaseline
+	reasonForced
+	reasonSpanLimit
+	reasonLateSpan
+	reasonLateError
+	numReasons
+)
+
+var reasonNames = [...]string{"error", "outlier", "baseline", "forced", "span_limit", "late_span", "late_error"}
+
+// priority classes, for the overflow counter.
+const (
+	classError = iota
+	classOutlier
+	numClasses
+)
+
+var classNames = [...]string{"error", "outlier"}
+
+type invalidCause uint8
+
+const (
+	invalidZeroTraceID invalidCause = iota
+	invalidMissingServiceName
+	invalidEndBeforeStart
+	invalidUnparseableTracestate
+	invalidInconsistentThreshold
+	invalidTracestateTruncated
+	numInvalidCauses
+)
+
+var invalidNames = [...]string{"zero_trace_id", "missing_service_name", "end_before_start",
+	"unparseable_tracestate", "inconsistent_threshold", "tracestate_truncated"}
+
+// counters are cumulative totals, kept per shard under its lock.
+type counters struct {
+	traces          [2][numReasons]int64
+	spans           [2]int64
+	bytes           [2]int64
+	late            [2]int64
+	invalid         [numInvalidCauses]int64
+	droppedTooEarly int64
+	overflow        [numClasses]int64
+}
+
+func (c *counters) add(o *counters) {
+	for d := range c.traces {
+		for r := range c.traces[d] {
+			c.traces[d][r] += o.traces[d][r]
+		}
+		c.spans[d] += o.spans[d]
+		c.bytes[d] += o.bytes[d]
+		c.late[d] += o.late[d]
+	}
+	for i := range c.invalid {
+		c.invalid[i] += o.invalid[i]
+	}
+	c.droppedTooEarly += o.droppedTooEarly
+	for i := range c.overflow {
+		c.overflow[i] += o.overflow[i]
+	}
+}
