@@ -552,3 +552,43 @@ func TestStampBytesAreInTheBudget(t *testing.T) {
 	// allow a few percent either way.
 	assert.InEpsilon(t, float64(left), v.kept, 0.03, "booked %.0f bytes, %d left", v.kept, left)
 }
+
+// Skewed clocks (±400 ms between pods) and a third of the traces without a
+// root: slow-mode traces are still all kept, and skew makes no outliers.
+func TestOutliersWithSkewAndMissingRoots(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Budget.SpansPerSecond = 1000
+	cfg.NumShards = 4
+	ts := newTestSampler(t, cfg)
+	r := newFleetRun(ts, workload.FleetOptions{Services: 3, ExportDelay: time.Second, SlowShare: 0.02, SlowDuration: 3 * time.Second,
+		ClockSkew: 400 * time.Millisecond, MissingRootShare: 0.3, QuantizeMillis: true, Seed: 21}, 200)
+	r.run(20) // learning
+	storeBaselinePolicy(ts, "", sampling.MinSamplingProbability)
+	ts.p.priming.Store(false)
+	ts.p.lastAdj = ts.now.Add(time.Hour) // keep this policy: only priority traces are kept
+	learned := len(r.traces)
+	r.run(60)
+	r.finish()
+	kept := ts.keptSpans()
+	slow, slowKept, body, bodyKept := 0, 0, 0, 0
+	for _, tr := range r.traces[learned:] {
+		_, ok := kept[tr.ID]
+		if tr.Slow {
+			slow++
+			if ok && len(kept[tr.ID]) == tr.Spans {
+				slowKept++
+			}
+		} else {
+			body++
+			if ok {
+				bodyKept++
+			}
+		}
+	}
+	share := float64(bodyKept) / float64(body)
+	t.Logf("skew ±400 ms, 30%% without root: slow kept whole %d/%d, other traces kept as outliers %.2f%%", slowKept, slow, 100*share)
+	assert.Equal(t, slow, slowKept)
+	assert.Less(t, share, 0.02)
+	// With or without its root, a trace is grouped by its entry operation.
+	assert.Equal(t, []string{"svc-000\x1fGET /svc-000/op", "svc-001\x1fGET /svc-001/op", "svc-002\x1fGET /svc-002/op"}, ts.p.groups.keys())
+}
