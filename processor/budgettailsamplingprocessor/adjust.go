@@ -17,7 +17,7 @@ func (p *budgetTailSampler) startClock(now time.Time) {
 
 func (p *budgetTailSampler) startPriming(now time.Time) {
 	p.est.reset()
-	p.prime = primeState{lastTick: now, decided: newVolumes()}
+	p.prime = primeState{lastTick: now, decided: newVolumes(len(p.rules.rules))}
 	p.priming.Store(true)
 }
 
@@ -112,8 +112,9 @@ func (p *budgetTailSampler) primeTick(now time.Time) {
 	}
 	if rate := ps.intakeRate(now); rate > 0 {
 		pr := fraction(share, rate)
-		p.policy.Store(&policy{services: map[string]probability{}, newService: pr, other: pr,
-			errors: always, outliers: always, meanProb: pr.p})
+		pol := keepAllPolicy(len(p.rules.rules))
+		pol.newService, pol.other, pol.meanProb = pr, pr, pr.p
+		p.policy.Store(pol)
 	}
 }
 
@@ -142,11 +143,11 @@ func (ps *primeState) intakeRate(now time.Time) float64 {
 // drain takes the shards' decided volumes, intake and fragment counts since
 // the last call.
 func (p *budgetTailSampler) drain() (v volumes, intake float64, fragments int64) {
-	v = newVolumes()
+	v = newVolumes(len(p.rules.rules))
 	for _, sh := range p.shards {
 		sh.mu.Lock()
 		cur := sh.volumes
-		sh.volumes = newVolumes()
+		sh.volumes = newVolumes(len(p.rules.rules))
 		intake += sh.intake
 		sh.intake = 0
 		fragments += sh.fragments

@@ -60,6 +60,7 @@ var always = newProbability(1)
 // Probabilities are conditional on what arrives: a trace that arrived
 // head-sampled is kept with them on top of its incoming probability.
 type policy struct {
+	// services holds the baseline services and weighted sample rules.
 	services   map[string]probability
 	newService probability
 	// other is the probability of services booked under _other once the
@@ -68,12 +69,18 @@ type policy struct {
 	full        bool
 	errors      probability
 	outliers    probability
+	keeps       []probability // per rule; used for keep rules
 	utilization float64
 	meanProb    float64
 }
 
-func keepAllPolicy() *policy {
-	return &policy{services: map[string]probability{}, newService: always, other: always, errors: always, outliers: always, meanProb: 1}
+func keepAllPolicy(rules int) *policy {
+	keeps := make([]probability, rules)
+	for i := range keeps {
+		keeps[i] = always
+	}
+	return &policy{services: map[string]probability{}, newService: always, other: always, errors: always, outliers: always,
+		keeps: keeps, meanProb: 1}
 }
 
 // bookedService is the name a service's volume is booked under.
@@ -120,6 +127,8 @@ type estimator struct {
 	baseline    map[string]float64 // smoothed rate per service
 	errors      float64
 	outliers    float64
+	rules       []float64 // smoothed rate per keep and fixed-probability sample rule
+	ruleSet     *ruleSet
 	kept        float64
 	primed      bool
 	// correction scales the baseline budget by how far the kept volume
@@ -130,9 +139,9 @@ type estimator struct {
 	binding    bool // the last policy sampled the baseline (budget binding)
 }
 
-func newEstimator(cfg *Config) *estimator {
+func newEstimator(cfg *Config, rules *ruleSet) *estimator {
 	return &estimator{smoothing: cfg.Smoothing, maxShare: cfg.Budget.MaxPriorityShare, maxServices: cfg.MaxServices,
-		baseline: map[string]float64{}, correction: 1}
+		baseline: map[string]float64{}, rules: make([]float64, len(rules.rules)), ruleSet: rules, correction: 1}
 }
 
 // reset forgets the rates (after an idle spell) but keeps the correction,
@@ -140,6 +149,7 @@ func newEstimator(cfg *Config) *estimator {
 func (e *estimator) reset() {
 	e.baseline = map[string]float64{}
 	e.errors, e.outliers, e.kept = 0, 0, 0
+	e.rules = make([]float64, len(e.rules))
 	e.primed = false
 	e.binding = false
 }
@@ -169,6 +179,11 @@ func (e *estimator) update(v volumes, secs, share float64) *policy {
 	e.capServices()
 	e.errors = e.ewma(e.errors, v.errors/secs)
 	e.outliers = e.ewma(e.outliers, v.outliers/secs)
+	for i := range e.rules {
+		if i < len(v.rules) {
+			e.rules[i] = e.ewma(e.rules[i], v.rules[i]/secs)
+		}
+	}
 	e.kept = e.ewma(e.kept, v.kept/secs)
 	if e.binding && share > 0 && v.kept > 0 {
 		// At most 2% a step and within ±30%: slow enough that a load step
@@ -182,22 +197,44 @@ func (e *estimator) update(v volumes, secs, share float64) *policy {
 	if share > 0 {
 		pol.utilization = e.kept / share
 	}
-	// Errors first, then outliers, together within the priority cap; past
-	// it each class is sampled so that it stays inside.
+	// Errors first, then keep rules (each within its max_share), then
+	// outliers, together within the priority cap; past it each class is
+	// sampled so that it stays inside. Fixed-probability sample rules take
+	// what they take; the baseline shares the rest.
 	capacity := e.maxShare * share
 	pol.errors = fraction(capacity, e.errors)
-	keptErrors := math.Min(e.errors, capacity)
-	pol.outliers = fraction(capacity-keptErrors, e.outliers)
-	keptOutliers := math.Min(e.outliers, capacity-keptErrors)
-	remaining := (share - keptErrors - keptOutliers) * e.correction
-	level := waterLevel(e.baseline, remaining)
+	used := math.Min(e.errors, capacity)
+	pol.keeps = make([]probability, len(e.rules))
+	var fixed float64
+	for i, r := range e.ruleSet.rules {
+		pol.keeps[i] = always
+		switch {
+		case r.action == actionKeep:
+			room := capacity - used
+			if r.maxShare > 0 {
+				room = math.Min(room, r.maxShare*share)
+			}
+			pol.keeps[i] = fraction(room, e.rules[i])
+			used += math.Min(e.rules[i], math.Max(room, 0))
+		case r.action == actionSample && !r.weighted:
+			fixed += e.rules[i] * r.prob.p
+		}
+	}
+	pol.outliers = fraction(capacity-used, e.outliers)
+	used += math.Min(e.outliers, math.Max(capacity-used, 0))
+	remaining := (share - used - fixed) * e.correction
+	level := waterLevel(e.baseline, e.weight, remaining)
 	e.binding = !math.IsInf(level, 1)
 	var total, keptBase float64
+	services := 0
 	for svc, r := range e.baseline {
-		pr := fraction(level, r)
+		pr := fraction(level*e.weight(svc), r)
 		pol.services[svc] = pr
-		total += r
-		keptBase += r * pr.p
+		if !isRuleKey(svc) {
+			total += r
+			keptBase += r * pr.p
+			services++
+		}
 	}
 	pol.meanProb = 1
 	pol.newService = always
@@ -205,7 +242,7 @@ func (e *estimator) update(v volumes, secs, share float64) *policy {
 		pol.meanProb = keptBase / total
 		// A service not seen yet starts at the level an average service gets,
 		// so a burst of new services cannot blow the budget for a whole interval.
-		pol.newService = fraction(level, total/float64(len(e.baseline)))
+		pol.newService = fraction(level, total/float64(max(services, 1)))
 	}
 	pol.other = pol.newService
 	if pr, ok := pol.services[otherServices]; ok {
@@ -222,21 +259,34 @@ func fraction(budget, rate float64) probability {
 	return newProbability(max(budget, 0) / rate)
 }
 
+// weight is a baseline entry's weight: a weighted sample rule's, else 1.
+func (e *estimator) weight(key string) float64 {
+	if isRuleKey(key) {
+		for _, r := range e.ruleSet.rules {
+			if r.key == key {
+				return r.weight
+			}
+		}
+	}
+	return 1
+}
+
 // capServices keeps max_services rates: the smallest are merged into _other
 // (shards book independently, so together they may have seen more).
+// Weighted sample rules are not services and are never merged.
 func (e *estimator) capServices() {
-	if len(e.baseline) <= e.maxServices {
-		return
-	}
 	type kv struct {
 		svc  string
 		rate float64
 	}
 	all := make([]kv, 0, len(e.baseline))
 	for svc, r := range e.baseline {
-		if svc != otherServices {
+		if svc != otherServices && !isRuleKey(svc) {
 			all = append(all, kv{svc, r})
 		}
+	}
+	if len(all) <= e.maxServices {
+		return
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].rate > all[j].rate })
 	for _, x := range all[e.maxServices-1:] {
@@ -245,25 +295,30 @@ func (e *estimator) capServices() {
 	}
 }
 
-// waterLevel is max-min fairness: the per-service rate L such that
-// Σ min(rate_s, L) = budget. Quiet services keep all their traffic before
-// noisy ones take the rest; +Inf when everything fits.
-func waterLevel(rates map[string]float64, budget float64) float64 {
+// waterLevel is weighted max-min fairness: the level L such that
+// Σ min(rate_s, weight_s · L) = budget. Quiet entries keep all their traffic
+// before noisy ones take the rest, a weighted entry w times a service's
+// share; +Inf when everything fits.
+func waterLevel(rates map[string]float64, weight func(string) float64, budget float64) float64 {
 	if budget <= 0 {
 		return 0
 	}
-	sorted := make([]float64, 0, len(rates))
-	for _, r := range rates {
-		sorted = append(sorted, r)
+	type entry struct{ rate, w float64 }
+	sorted := make([]entry, 0, len(rates))
+	var weights float64
+	for key, r := range rates {
+		w := weight(key)
+		sorted = append(sorted, entry{r, w})
+		weights += w
 	}
-	sort.Float64s(sorted)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].rate/sorted[i].w < sorted[j].rate/sorted[j].w })
 	remaining := budget
-	for i, r := range sorted {
-		n := float64(len(sorted) - i)
-		if r*n > remaining {
-			return remaining / n
+	for _, e := range sorted {
+		if e.rate/e.w*weights > remaining {
+			return remaining / weights
 		}
-		remaining -= r
+		remaining -= e.rate
+		weights -= e.w
 	}
 	return math.Inf(1)
 }
@@ -271,15 +326,28 @@ func waterLevel(rates map[string]float64, budget float64) float64 {
 // volumes is what one adjust interval saw, in budget units: every span
 // decided, late spans included, booked to the class and service of its trace.
 type volumes struct {
-	baseline map[string]float64 // per service, traces that were not priority
+	baseline map[string]float64 // per service (and weighted sample rule), traces that were not priority
 	errors   float64
 	outliers float64
+	rules    []float64 // per keep rule and fixed-probability sample rule
 	kept     float64
 }
 
-func newVolumes() volumes { return volumes{baseline: make(map[string]float64)} }
+func newVolumes(rules int) volumes {
+	return volumes{baseline: make(map[string]float64), rules: make([]float64, rules)}
+}
 
-func (v *volumes) empty() bool { return len(v.baseline) == 0 && v.errors == 0 && v.outliers == 0 }
+func (v *volumes) empty() bool {
+	if len(v.baseline) > 0 || v.errors != 0 || v.outliers != 0 {
+		return false
+	}
+	for _, x := range v.rules {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
 
 func (v *volumes) addAll(o *volumes) {
 	for svc, x := range o.baseline {
@@ -287,12 +355,21 @@ func (v *volumes) addAll(o *volumes) {
 	}
 	v.errors += o.errors
 	v.outliers += o.outliers
+	if len(v.rules) < len(o.rules) {
+		v.rules = append(v.rules, make([]float64, len(o.rules)-len(v.rules))...)
+	}
+	for i, x := range o.rules {
+		v.rules[i] += x
+	}
 	v.kept += o.kept
 }
 
 func (v *volumes) total() float64 {
 	t := v.errors + v.outliers
 	for _, x := range v.baseline {
+		t += x
+	}
+	for _, x := range v.rules {
 		t += x
 	}
 	return t
@@ -305,17 +382,23 @@ func (v *volumes) scale(f float64) {
 	}
 	v.errors *= f
 	v.outliers *= f
+	for i := range v.rules {
+		v.rules[i] *= f
+	}
 }
 
-// book adds vol to the class (and service) a trace was decided in.
-func (v *volumes) book(class reason, service string, vol float64, kept bool, maxServices int) {
-	switch class {
+// book adds vol to the class (and service, or rule) a trace was decided in.
+func (v *volumes) book(d decided, vol float64, kept bool, maxServices int) {
+	service := d.service
+	switch d.class {
 	case reasonError:
 		v.errors += vol
 	case reasonOutlier:
 		v.outliers += vol
+	case reasonRule:
+		v.rules[d.rule] += vol
 	default:
-		if _, ok := v.baseline[service]; !ok && len(v.baseline) >= maxServices {
+		if _, ok := v.baseline[service]; !ok && len(v.baseline) >= maxServices && !isRuleKey(service) {
 			service = otherServices
 		}
 		v.baseline[service] += vol

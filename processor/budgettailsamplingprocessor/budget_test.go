@@ -192,17 +192,17 @@ func TestBudgetUnits(t *testing.T) {
 
 func TestWaterLevel(t *testing.T) {
 	rates := map[string]float64{"a": 1, "b": 10, "c": 100}
-	assert.True(t, math.IsInf(waterLevel(rates, 200), 1))
-	assert.InDelta(t, 89, waterLevel(rates, 100), 1e-9) // 1 + 10 + 89 = 100
-	assert.InDelta(t, 10, waterLevel(rates, 21), 1e-9)
-	assert.InDelta(t, 2.5, waterLevel(rates, 6), 1e-9) // 1 + 2.5 + 2.5 = 6
-	assert.Zero(t, waterLevel(rates, 0))
+	assert.True(t, math.IsInf(waterLevel(rates, unitWeight, 200), 1))
+	assert.InDelta(t, 89, waterLevel(rates, unitWeight, 100), 1e-9) // 1 + 10 + 89 = 100
+	assert.InDelta(t, 10, waterLevel(rates, unitWeight, 21), 1e-9)
+	assert.InDelta(t, 2.5, waterLevel(rates, unitWeight, 6), 1e-9) // 1 + 2.5 + 2.5 = 6
+	assert.Zero(t, waterLevel(rates, unitWeight, 0))
 }
 
 func TestCorrectionTakesOutASteadyOvershoot(t *testing.T) {
-	e := newEstimator(budgetConfig(1000))
+	e := newEstimator(budgetConfig(1000), &ruleSet{})
 	vols := func(kept float64) volumes {
-		v := newVolumes()
+		v := newVolumes(0)
 		v.baseline["a"] = 5000
 		v.kept = kept
 		return v
@@ -224,7 +224,7 @@ func TestCorrectionTakesOutASteadyOvershoot(t *testing.T) {
 	}
 	assert.InDelta(t, 0.7, e.correction, 1e-9, "bounded below")
 	// Not binding (everything fits): the correction stays where it is.
-	small := newVolumes()
+	small := newVolumes(0)
 	small.baseline["a"] = 10
 	small.kept = 10
 	for i := 0; i < 20; i++ {

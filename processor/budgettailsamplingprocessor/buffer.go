@@ -47,6 +47,8 @@ type summary struct {
 	hasRnd bool
 	// stampBytes estimates what writing th will add to the spans.
 	stampBytes int64
+	// rules has a bit per rule some span of the trace matched.
+	rules uint64
 }
 
 // merge folds a fragment's summary in; it reports whether o brought the
@@ -55,6 +57,7 @@ func (s *summary) merge(o *summary) (rootArrived bool) {
 	s.spans += o.spans
 	s.hasError = s.hasError || o.hasError
 	s.stampBytes += o.stampBytes
+	s.rules |= o.rules
 	if o.hasTIn && (!s.hasTIn || sampling.ThresholdGreater(o.tIn, s.tIn)) {
 		s.tIn, s.hasTIn = o.tIn, true
 	}
@@ -165,8 +168,9 @@ func (c *idCache[V]) put(id pcommon.TraceID, v V) {
 // was decided in, and a late error can still be kept.
 type decided struct {
 	th      sampling.Threshold
-	service string
-	class   reason
+	service string // the key its volume is booked under
+	class   reason // the volume class: error, outlier, baseline or rule
+	rule    int16  // the rule that decided it, or -1
 }
 
 // shard is one slice of the buffer, chosen by trace ID. The bounds
@@ -197,7 +201,7 @@ type bufferTotals struct {
 	bytes  atomic.Int64
 }
 
-func newShard(cfg *Config, n int, totals *bufferTotals) *shard {
+func newShard(cfg *Config, n int, totals *bufferTotals, rules int) *shard {
 	per := func(total int) int { return max(1, (total+n-1)/n) }
 	return &shard{
 		traces:     make(map[pcommon.TraceID]*trace),
@@ -205,8 +209,9 @@ func newShard(cfg *Config, n int, totals *bufferTotals) *shard {
 		roots:      traceList{which: rootList},
 		sampled:    newIDCache[decided](per(cfg.DecisionCache.SampledSize)),
 		notSampled: newIDCache[decided](per(cfg.DecisionCache.NotSampledSize)),
-		volumes:    newVolumes(),
+		volumes:    newVolumes(rules),
 		totals:     totals,
+		counters:   counters{rules: make([]ruleCounters, rules)},
 	}
 }
 

@@ -6,6 +6,9 @@ import (
 	"math"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
+	"go.uber.org/zap"
+
 	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
 )
 
@@ -43,6 +46,33 @@ type Config struct {
 	ReasonAttribute string `mapstructure:"reason_attribute"`
 	// NumShards splits the buffer so decisions scale with cores (0 = auto).
 	NumShards int `mapstructure:"num_shards"`
+	// Rules are keep, drop and sample rules in OTTL, tried in order; the
+	// first that matches a trace applies (see rules.go).
+	Rules []RuleConfig `mapstructure:"rules"`
+}
+
+// RuleConfig is one named rule: OTTL conditions over a trace's spans and
+// conditions on the whole trace, and what to do with a trace that matches.
+type RuleConfig struct {
+	Name string `mapstructure:"name"`
+	// Conditions are OTTL conditions in the span context (span and resource
+	// paths, the standard converters); the rule matches a trace when any of
+	// its spans matches any condition. Empty: every trace.
+	Conditions []string `mapstructure:"conditions"`
+	// TraceConditions are comparisons on the whole trace, all of which must
+	// hold: trace.duration (a Go duration) and trace.span_count, with
+	// >, >=, <, <=, ==, != (e.g. "trace.duration > 2s").
+	TraceConditions []string `mapstructure:"trace_conditions"`
+	// Action is drop, keep or sample.
+	Action string `mapstructure:"action"`
+	// MaxShare caps a keep rule at this share of the budget (0 = only the
+	// priority cap).
+	MaxShare float64 `mapstructure:"max_share"`
+	// Probability samples a sample rule's traces at this fixed probability.
+	Probability float64 `mapstructure:"probability"`
+	// Weight gives a sample rule's traces this weight in the fair baseline
+	// (a service has weight 1).
+	Weight float64 `mapstructure:"weight"`
 }
 
 // DecisionCacheConfig sizes the decision caches, in trace IDs.
@@ -176,6 +206,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("outliers.relative_accuracy: must be in (0, 0.5), got %v", o.RelativeAccuracy))
 	}
 	errs = append(errs, c.Budget.validate()...)
+	if _, err := compileRules(c.Rules, component.TelemetrySettings{Logger: zap.NewNop()}); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

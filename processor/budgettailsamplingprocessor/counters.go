@@ -20,19 +20,21 @@ const (
 	reasonSpanLimit
 	reasonLateSpan
 	reasonLateError
+	reasonRule // decided by a rule; which one is in the rule metrics
 	numReasons
 )
 
-var reasonNames = [...]string{"error", "outlier", "baseline", "forced", "span_limit", "late_span", "late_error"}
+var reasonNames = [...]string{"error", "outlier", "baseline", "forced", "span_limit", "late_span", "late_error", "rule"}
 
 // priority classes, for the overflow counter.
 const (
 	classError = iota
 	classOutlier
+	classRule // keep rules past their max_share
 	numClasses
 )
 
-var classNames = [...]string{"error", "outlier"}
+var classNames = [...]string{"error", "outlier", "rule"}
 
 type invalidCause uint8
 
@@ -58,6 +60,12 @@ type counters struct {
 	invalid         [numInvalidCauses]int64
 	droppedTooEarly int64
 	overflow        [numClasses]int64
+	rules           []ruleCounters // per rule
+}
+
+// ruleCounters are one rule's totals.
+type ruleCounters struct {
+	matched, kept, dropped, errors int64
 }
 
 func (c *counters) add(o *counters) {
@@ -75,5 +83,14 @@ func (c *counters) add(o *counters) {
 	c.droppedTooEarly += o.droppedTooEarly
 	for i := range c.overflow {
 		c.overflow[i] += o.overflow[i]
+	}
+	if len(c.rules) < len(o.rules) {
+		c.rules = append(c.rules, make([]ruleCounters, len(o.rules)-len(c.rules))...)
+	}
+	for i, r := range o.rules {
+		c.rules[i].matched += r.matched
+		c.rules[i].kept += r.kept
+		c.rules[i].dropped += r.dropped
+		c.rules[i].errors += r.errors
 	}
 }

@@ -31,39 +31,93 @@ func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 // head-sampled at T_in is kept at T_out = P2T(p · T2P(T_in)) (OTEP 235).
 func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause reason, out *keptSet) {
 	sh.remove(t)
+	defer p.tel.DecisionLatency.Record(context.Background(), now.Sub(t.arrived).Seconds())
+	ruleIdx := p.rules.first(t)
+	var matched *rule
+	if ruleIdx >= 0 {
+		matched = p.rules.rules[ruleIdx]
+		if matched.action == actionDrop {
+			p.dropByRule(sh, t, ruleIdx, cause)
+			return
+		}
+	}
 	pol := p.policy.Load()
 	// Every trace teaches its group's durations, errors included.
 	outlier := p.groups.observe(t.group, t.dur, tieBreak(t.id), now)
-	service := pol.bookedService(t.service)
-	class, prob := reasonBaseline, pol.baseline(t.service)
+	d := decided{service: pol.bookedService(t.service), class: reasonBaseline, rule: -1}
+	prob := pol.baseline(t.service)
+	reasonText := reasonNames[reasonBaseline]
 	switch {
 	case t.hasError:
-		class, prob = reasonError, pol.errorProbability(t.service)
+		d.class, prob, reasonText = reasonError, pol.errorProbability(t.service), reasonNames[reasonError]
+	case matched != nil && matched.action == actionKeep:
+		d.class, d.rule, prob, reasonText = reasonRule, int16(ruleIdx), higher(pol.keeps[ruleIdx], pol.baseline(t.service)), matched.reason
 	case outlier:
-		class, prob = reasonOutlier, pol.outlierProbability(t.service)
+		d.class, prob, reasonText = reasonOutlier, pol.outlierProbability(t.service), reasonNames[reasonOutlier]
+	case matched != nil && matched.weighted:
+		// Booked as its own entry of the fair baseline, with its weight.
+		d.service, d.rule, prob, reasonText = matched.key, int16(ruleIdx), pol.baseline(matched.key), matched.reason
+	case matched != nil:
+		d.class, d.rule, prob, reasonText = reasonRule, int16(ruleIdx), matched.prob, matched.reason
 	}
 	th := otep235Downstream(t.inThreshold(), prob.p)
 	keep := th.ShouldSample(t.randomness(t.id))
-	if !keep && class != reasonBaseline {
-		sh.counters.overflow[class]++
+	switch {
+	case keep:
+	case d.class == reasonError:
+		sh.counters.overflow[classError]++
+	case d.class == reasonOutlier:
+		sh.counters.overflow[classOutlier]++
+	case d.class == reasonRule && matched.action == actionKeep:
+		sh.counters.overflow[classRule]++
 	}
-	sh.volumes.book(class, service, p.unit.volume(t.spans, t.bytes+t.stampBytes), keep, p.cfg.MaxServices)
-	r := class
+	sh.volumes.book(d, p.unit.volume(t.spans, t.bytes+t.stampBytes), keep, p.cfg.MaxServices)
+	r := d.class
+	if d.rule >= 0 {
+		r = reasonRule
+		rc := &sh.counters.rules[d.rule]
+		rc.matched++
+		if keep {
+			rc.kept++
+		} else {
+			rc.dropped++
+		}
+	}
 	if cause != reasonBaseline {
 		r = cause
 	}
-	d := notSampled
+	dec := notSampled
 	if keep {
-		d = sampled
-		sh.sampled.put(t.id, decided{th: th, service: service, class: class})
-		out.add(t, th, reasonNames[r])
+		dec = sampled
+		d.th = th
+		sh.sampled.put(t.id, d)
+		if cause != reasonBaseline {
+			reasonText = reasonNames[cause]
+		}
+		out.add(t, th, reasonText)
 	} else {
-		sh.notSampled.put(t.id, decided{service: service, class: class})
+		sh.notSampled.put(t.id, d)
 	}
-	sh.counters.traces[d][r]++
-	sh.counters.spans[d] += int64(t.spans)
-	sh.counters.bytes[d] += t.bytes
-	p.tel.DecisionLatency.Record(context.Background(), now.Sub(t.arrived).Seconds())
+	sh.counters.traces[dec][r]++
+	sh.counters.spans[dec] += int64(t.spans)
+	sh.counters.bytes[dec] += t.bytes
+}
+
+// dropByRule drops a trace a drop rule matched: not kept whatever the
+// budget, not booked in it, not learned as an outlier; its late spans are
+// dropped too, errors included.
+func (p *budgetTailSampler) dropByRule(sh *shard, t *trace, ruleIdx int, cause reason) {
+	sh.notSampled.put(t.id, decided{class: reasonRule, rule: int16(ruleIdx)})
+	rc := &sh.counters.rules[ruleIdx]
+	rc.matched++
+	rc.dropped++
+	r := reasonRule
+	if cause != reasonBaseline {
+		r = cause
+	}
+	sh.counters.traces[notSampled][r]++
+	sh.counters.spans[notSampled] += int64(t.spans)
+	sh.counters.bytes[notSampled] += t.bytes
 }
 
 // enforceBounds decides the oldest traces of the whole processor, whichever

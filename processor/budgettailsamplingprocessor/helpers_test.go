@@ -167,3 +167,5 @@ func observeTrace(o *outlierGroups, key string, dur time.Duration, id pcommon.Tr
 }
 
 func groupKeys(o *outlierGroups) []string { return o.keys() }
+
+func unitWeight(string) float64 { return 1 }

@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/otep235"
-	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
 )
 
 // Bytes writing th adds to a span, estimated for the budget: "ot=th:" and a
@@ -40,6 +39,8 @@ type splitter struct {
 	lastS   otep235.Sampling
 	lastBad bool
 	invalid [numInvalidCauses]int64
+	// ruleErrs counts rule conditions that failed at runtime, per rule.
+	ruleErrs []int64
 }
 
 // ConsumeTraces splits the request into per-trace fragments and buffers
@@ -64,6 +65,9 @@ func (p *budgetTailSampler) split(td ptrace.Traces) map[pcommon.TraceID]*fragmen
 	rss := td.ResourceSpans()
 	frags := make(map[pcommon.TraceID]*fragment, rss.Len())
 	sp := splitter{p: p}
+	if len(p.rules.spanRules) > 0 {
+		sp.ruleErrs = make([]int64, len(p.rules.rules))
+	}
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		service := unknownService
@@ -79,7 +83,14 @@ func (p *budgetTailSampler) split(td ptrace.Traces) map[pcommon.TraceID]*fragmen
 				f = &fragment{td: ptrace.NewTraces(), rsIdx: -1}
 				frags[id] = f
 			}
-			spanwalk.ResourceSpans(rs, func(span ptrace.Span) { sp.summarize(f, rs, span, service) })
+			sss := rs.ScopeSpans()
+			for j := 0; j < sss.Len(); j++ {
+				ss := sss.At(j)
+				spans := ss.Spans()
+				for k := 0; k < spans.Len(); k++ {
+					sp.summarize(f, rs, ss, spans.At(k), service)
+				}
+			}
 			rs.MoveTo(f.td.ResourceSpans().AppendEmpty())
 			f.rsIdx = -1
 			continue
@@ -112,17 +123,20 @@ func (p *budgetTailSampler) split(td ptrace.Traces) map[pcommon.TraceID]*fragmen
 					f.ss.SetSchemaUrl(ss.SchemaUrl())
 					f.ssIdx = j
 				}
-				sp.summarize(f, rs, span, service)
+				sp.summarize(f, rs, ss, span, service)
 				span.MoveTo(f.ss.Spans().AppendEmpty())
 			}
 		}
 	}
-	if sp.invalid != [numInvalidCauses]int64{} {
-		// Invalid spans are rare; count them on the first shard.
+	if sp.invalid != [numInvalidCauses]int64{} || sp.hasRuleErrors() {
+		// Invalid spans and rule errors are rare; count them on the first shard.
 		sh := p.shards[0]
 		sh.mu.Lock()
 		for c, n := range sp.invalid {
 			sh.counters.invalid[c] += n
+		}
+		for i, n := range sp.ruleErrs {
+			sh.counters.rules[i].errors += n
 		}
 		sh.mu.Unlock()
 	}
@@ -148,8 +162,18 @@ func singleTrace(rs ptrace.ResourceSpans) (pcommon.TraceID, bool) {
 }
 
 // summarize folds a span into its fragment's summary.
-func (sp *splitter) summarize(f *fragment, rs ptrace.ResourceSpans, span ptrace.Span, service string) {
+func (sp *splitter) hasRuleErrors() bool {
+	for _, n := range sp.ruleErrs {
+		if n != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (sp *splitter) summarize(f *fragment, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, service string) {
 	f.spans++
+	sp.p.rules.matchSpan(rs, ss, span, &f.rules, sp.ruleErrs)
 	if service == unknownService {
 		sp.invalid[invalidMissingServiceName]++
 	}
@@ -295,7 +319,7 @@ func (p *budgetTailSampler) followSampled(sh *shard, f *fragment, d decided, m *
 	sh.counters.traces[sampled][reasonLateSpan]++
 	sh.counters.spans[sampled] += int64(f.spans)
 	sh.counters.bytes[sampled] += bytes
-	sh.volumes.book(d.class, d.service, vol, true, p.cfg.MaxServices)
+	sh.volumes.book(d, vol, true, p.cfg.MaxServices)
 	if priming {
 		sh.intake += vol
 	}
@@ -311,16 +335,25 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *f
 	if priming {
 		sh.intake += vol
 	}
+	if d.rule >= 0 && p.rules.rules[d.rule].action == actionDrop {
+		// Dropped by a rule: whatever follows, errors included.
+		sh.counters.late[notSampled] += int64(f.spans)
+		sh.counters.traces[notSampled][reasonLateSpan]++
+		sh.counters.spans[notSampled] += int64(f.spans)
+		sh.counters.bytes[notSampled] += bytes
+		return
+	}
 	if f.hasError {
 		prob := p.policy.Load().errorProbability(d.service)
 		th := otep235Downstream(f.inThreshold(), prob.p)
 		if th.ShouldSample(f.randomness(id)) {
-			sh.sampled.put(id, decided{th: th, service: d.service, class: reasonError})
+			late := decided{th: th, service: d.service, class: reasonError, rule: -1}
+			sh.sampled.put(id, late)
 			sh.counters.late[sampled] += int64(f.spans)
 			sh.counters.traces[sampled][reasonLateError]++
 			sh.counters.spans[sampled] += int64(f.spans)
 			sh.counters.bytes[sampled] += bytes
-			sh.volumes.book(reasonError, d.service, vol, true, p.cfg.MaxServices)
+			sh.volumes.book(late, vol, true, p.cfg.MaxServices)
 			out.addLate(f.td, th)
 			return
 		}
@@ -330,7 +363,7 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *f
 	sh.counters.traces[notSampled][reasonLateSpan]++
 	sh.counters.spans[notSampled] += int64(f.spans)
 	sh.counters.bytes[notSampled] += bytes
-	sh.volumes.book(d.class, d.service, vol, false, p.cfg.MaxServices)
+	sh.volumes.book(d, vol, false, p.cfg.MaxServices)
 }
 
 func otep235Downstream(tIn sampling.Threshold, p float64) sampling.Threshold {

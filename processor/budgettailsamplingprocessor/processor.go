@@ -40,6 +40,7 @@ type budgetTailSampler struct {
 	buffered bufferTotals
 	seq      atomic.Uint64
 	groups   *outlierGroups
+	rules    *ruleSet
 	policy   atomic.Pointer[policy]
 	peers    atomic.Int64
 	est      *estimator
@@ -55,10 +56,16 @@ type budgetTailSampler struct {
 	stopOnce      sync.Once
 
 	reasonAttrs [2][numReasons]metric.MeasurementOption
+	// ruleAttrs are per rule: matched, kept, dropped, errors.
+	ruleAttrs [][4]metric.MeasurementOption
 }
 
 func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Traces) (*budgetTailSampler, error) {
 	tel, err := metadata.NewTelemetry(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := compileRules(cfg.Rules, set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
@@ -75,20 +82,29 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		lookup: net.DefaultResolver.LookupIP,
 		unit:   newBudgetUnit(cfg.Budget),
 		groups: newOutlierGroups(cfg.Outliers),
-		est:    newEstimator(cfg),
+		est:    newEstimator(cfg, rules),
+		rules:  rules,
 		stop:   make(chan struct{}),
 	}
 	for range n {
-		p.shards = append(p.shards, newShard(cfg, n, &p.buffered))
+		p.shards = append(p.shards, newShard(cfg, n, &p.buffered, len(rules.rules)))
 	}
 	p.peers.Store(int64(cfg.Budget.Instances))
-	p.policy.Store(keepAllPolicy())
+	p.policy.Store(keepAllPolicy(len(rules.rules)))
 	p.startClock(p.now())
 	for d := range p.reasonAttrs {
 		for r := range p.reasonAttrs[d] {
 			p.reasonAttrs[d][r] = metric.WithAttributeSet(attribute.NewSet(
 				attribute.String("decision", decisionNames[d]), attribute.String("reason", reasonNames[r])))
 		}
+	}
+	for _, name := range rules.names() {
+		var a [4]metric.MeasurementOption
+		for i, outcome := range []string{"matched", "kept", "dropped"} {
+			a[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", name), attribute.String("outcome", outcome)))
+		}
+		a[3] = metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", name)))
+		p.ruleAttrs = append(p.ruleAttrs, a)
 	}
 	p.reg, err = tel.Meter.RegisterCallback(p.observe, tel.Observables()...)
 	if err != nil {
@@ -200,6 +216,13 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 		o.ObserveInt64(t.PriorityOverflow, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("class", classNames[i]))))
 	}
 	o.ObserveInt64(t.ForwardFailed, p.forwardFailed.Load())
+	for i, rc := range c.rules {
+		a := p.ruleAttrs[i]
+		o.ObserveInt64(t.RuleTraces, rc.matched, a[0])
+		o.ObserveInt64(t.RuleTraces, rc.kept, a[1])
+		o.ObserveInt64(t.RuleTraces, rc.dropped, a[2])
+		o.ObserveInt64(t.RuleErrors, rc.errors, a[3])
+	}
 	o.ObserveInt64(t.BufferedTraces, traces)
 	o.ObserveInt64(t.BufferedBytes, bytes)
 	pol := p.policy.Load()

@@ -394,8 +394,8 @@ func TestIdleOutlierGroupsAreEvicted(t *testing.T) {
 func TestErrorsComeBeforeOutliers(t *testing.T) {
 	cfg := budgetConfig(1000)
 	cfg.Budget.MaxPriorityShare = 0.5
-	e := newEstimator(cfg)
-	v := newVolumes()
+	e := newEstimator(cfg, &ruleSet{})
+	v := newVolumes(0)
 	v.errors, v.outliers = 100*5, 2000*5 // per 5 s interval
 	v.baseline["quiet"] = 10 * 5
 	v.baseline["noisy"] = 5000 * 5
@@ -403,10 +403,10 @@ func TestErrorsComeBeforeOutliers(t *testing.T) {
 	assert.Equal(t, 1.0, pol.errors.p, "errors fit the cap: all kept")
 	assert.InDelta(t, 0.2, pol.outliers.p, 0.01, "outliers take what errors leave of the cap")
 
-	v = newVolumes()
+	v = newVolumes(0)
 	v.errors = 4000 * 5
 	v.baseline["quiet"] = 10 * 5
-	pol = newEstimator(cfg).update(v, 5, 1000)
+	pol = newEstimator(cfg, &ruleSet{}).update(v, 5, 1000)
 	assert.InDelta(t, 0.125, pol.errors.p, 0.01)
 	assert.GreaterOrEqual(t, pol.errorProbability("quiet").p, pol.baseline("quiet").p,
 		"an error is never kept with a lower probability than its service's ordinary traffic")
@@ -517,8 +517,8 @@ func TestForcedDecisionsDoNotCarryTheRequestsContext(t *testing.T) {
 func TestServicesPastTheCapGetOthersProbability(t *testing.T) {
 	cfg := budgetConfig(100)
 	cfg.MaxServices = 2
-	e := newEstimator(cfg)
-	v := newVolumes()
+	e := newEstimator(cfg, &ruleSet{})
+	v := newVolumes(0)
 	v.baseline["a"] = 500 * 5
 	v.baseline["b"] = 10 * 5
 	v.baseline["c"] = 1000 * 5 // a third service, seen by another shard

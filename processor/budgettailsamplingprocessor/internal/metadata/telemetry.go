@@ -25,6 +25,8 @@ const (
 	MetricPriorityOverflow  = prefix + "priority_overflow_total"
 	MetricDecisionLatency   = prefix + "decision_latency_seconds"
 	MetricForwardFailed     = prefix + "forward_failed_spans_total"
+	MetricRuleTraces        = prefix + "rule_traces_total"
+	MetricRuleErrors        = prefix + "rule_errors_total"
 )
 
 // Telemetry holds the processor's instruments. Counters are observable: the
@@ -45,13 +47,16 @@ type Telemetry struct {
 	Peers             metric.Int64ObservableGauge
 	PriorityOverflow  metric.Int64ObservableCounter
 	ForwardFailed     metric.Int64ObservableCounter
+	RuleTraces        metric.Int64ObservableCounter
+	RuleErrors        metric.Int64ObservableCounter
 	DecisionLatency   metric.Float64Histogram
 }
 
 // Observables lists the instruments the processor's callback observes.
 func (t *Telemetry) Observables() []metric.Observable {
 	return []metric.Observable{t.Traces, t.Spans, t.Bytes, t.DroppedTooEarly, t.LateSpans, t.InvalidSpans,
-		t.BufferedTraces, t.BufferedBytes, t.BudgetUtilization, t.BaselineProb, t.Peers, t.PriorityOverflow, t.ForwardFailed}
+		t.BufferedTraces, t.BufferedBytes, t.BudgetUtilization, t.BaselineProb, t.Peers, t.PriorityOverflow, t.ForwardFailed,
+		t.RuleTraces, t.RuleErrors}
 }
 
 // NewTelemetry creates the instruments on the collector's meter provider.
@@ -72,6 +77,8 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.InvalidSpans = counter(MetricInvalidSpans, "Invalid spans, by cause (zero_trace_id: dropped; missing_service_name, end_before_start, unparseable_tracestate, inconsistent_threshold, tracestate_truncated: processed).", "{span}")
 	t.PriorityOverflow = counter(MetricPriorityOverflow, "Error and outlier traces not kept because priority traffic exceeded max_priority_share of the budget, by class (error, outlier).", "{trace}")
 	t.ForwardFailed = counter(MetricForwardFailed, "Spans of kept traces the next consumer refused.", "{span}")
+	t.RuleTraces = counter(MetricRuleTraces, "Traces decided by a rule, by rule and outcome (matched, kept, dropped).", "{trace}")
+	t.RuleErrors = counter(MetricRuleErrors, "Rule conditions that failed to evaluate on a span, by rule (the condition counts as not matched).", "{span}")
 	t.BufferedTraces, err = m.Int64ObservableGauge(MetricBufferedTraces, metric.WithDescription("Traces buffered awaiting a decision."), metric.WithUnit("{trace}"))
 	errs = errors.Join(errs, err)
 	t.BufferedBytes, err = m.Int64ObservableGauge(MetricBufferedBytes, metric.WithDescription("OTLP bytes buffered awaiting a decision."), metric.WithUnit("By"))

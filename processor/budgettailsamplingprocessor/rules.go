@@ -1,0 +1,287 @@
+package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottlspan"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/ottlfuncs"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// Rules decide a trace before the budget does: drop it (health checks,
+// synthetic probes), keep it as priority (a customer tier, a debug flag),
+// or sample it at a fixed probability or with a weight in the fair baseline.
+// Span conditions are OTTL, the language of the collector's filter and
+// transform processors, evaluated on each span as it arrives; the trace
+// keeps one bit per rule (any span matched). Trace conditions (duration,
+// span count) are checked when the trace is decided.
+
+// maxRules is the bits a trace has for rule matches.
+const maxRules = 64
+
+// ruleKeyPrefix marks a weighted sample rule's entry among the baseline's
+// services; a service name cannot start with a NUL byte in practice.
+const ruleKeyPrefix = "\x00rule:"
+
+func isRuleKey(key string) bool { return len(key) > 0 && key[0] == 0 }
+
+type ruleAction uint8
+
+const (
+	actionDrop ruleAction = iota
+	actionKeep
+	actionSample
+)
+
+var ruleNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+type rule struct {
+	name   string
+	reason string // the reason written on kept traces: "rule:" + name
+	action ruleAction
+	// spanConds match a trace when any span matches any of them; nil = all.
+	spanConds  []*ottl.Condition[*ottlspan.TransformContext]
+	traceConds []traceCondition
+	maxShare   float64
+	// prob is a sample rule's fixed probability; weighted is set when the
+	// rule samples with a weight in the baseline instead, under key.
+	prob     probability
+	weighted bool
+	weight   float64
+	key      string
+}
+
+type ruleSet struct {
+	rules []*rule
+	// spanRules are the indexes of rules with span conditions.
+	spanRules []int
+	// always is the bits of rules without span conditions.
+	always uint64
+}
+
+// compileRules parses every rule; errors name the rule and the field.
+func compileRules(cfgs []RuleConfig, set component.TelemetrySettings) (*ruleSet, error) {
+	rs := &ruleSet{}
+	if len(cfgs) == 0 {
+		return rs, nil
+	}
+	var errs []error
+	if len(cfgs) > maxRules {
+		errs = append(errs, fmt.Errorf("rules: at most %d rules, got %d", maxRules, len(cfgs)))
+	}
+	parser, err := ottlspan.NewParser(ottlfuncs.StandardConverters[*ottlspan.TransformContext](), set)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	seen := map[string]bool{}
+	for i, c := range cfgs {
+		at := fmt.Sprintf("rules[%d] (%q)", i, c.Name)
+		r := &rule{name: c.Name, reason: "rule:" + c.Name}
+		switch {
+		case c.Name == "":
+			errs = append(errs, fmt.Errorf("rules[%d].name: required", i))
+		case !ruleNamePattern.MatchString(c.Name):
+			errs = append(errs, fmt.Errorf("%s.name: letters, digits, '_', '.', '-' only", at))
+		case seen[c.Name]:
+			errs = append(errs, fmt.Errorf("%s.name: used by an earlier rule", at))
+		}
+		seen[c.Name] = true
+		if len(c.Conditions) == 0 && len(c.TraceConditions) == 0 {
+			errs = append(errs, fmt.Errorf("%s: conditions or trace_conditions required", at))
+		}
+		for j, text := range c.Conditions {
+			cond, err := parser.ParseCondition(text)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s.conditions[%d]: %w", at, j, err))
+				continue
+			}
+			r.spanConds = append(r.spanConds, cond)
+		}
+		for j, text := range c.TraceConditions {
+			tc, err := parseTraceCondition(text)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s.trace_conditions[%d]: %w", at, j, err))
+				continue
+			}
+			r.traceConds = append(r.traceConds, tc)
+		}
+		errs = append(errs, r.setAction(c, at)...)
+		if i < maxRules {
+			if len(c.Conditions) == 0 {
+				rs.always |= 1 << i
+			} else {
+				rs.spanRules = append(rs.spanRules, i)
+			}
+		}
+		rs.rules = append(rs.rules, r)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+func (r *rule) setAction(c RuleConfig, at string) []error {
+	var errs []error
+	switch c.Action {
+	case "drop":
+		r.action = actionDrop
+	case "keep":
+		r.action = actionKeep
+		if c.MaxShare < 0 || c.MaxShare > 1 {
+			errs = append(errs, fmt.Errorf("%s.max_share: must be in [0, 1], got %v", at, c.MaxShare))
+		}
+		r.maxShare = c.MaxShare
+	case "sample":
+		r.action = actionSample
+		switch {
+		case (c.Probability > 0) == (c.Weight > 0):
+			errs = append(errs, fmt.Errorf("%s: a sample rule needs exactly one of probability or weight", at))
+		case c.Probability > 1:
+			errs = append(errs, fmt.Errorf("%s.probability: must be in (0, 1], got %v", at, c.Probability))
+		case c.Probability > 0:
+			r.prob = newProbability(c.Probability)
+		default:
+			r.weighted, r.weight, r.key = true, c.Weight, ruleKeyPrefix+c.Name
+		}
+	default:
+		errs = append(errs, fmt.Errorf("%s.action: must be drop, keep or sample, got %q", at, c.Action))
+	}
+	if c.Action != "keep" && c.MaxShare != 0 {
+		errs = append(errs, fmt.Errorf("%s.max_share: only for keep rules", at))
+	}
+	if c.Action != "sample" && (c.Probability != 0 || c.Weight != 0) {
+		errs = append(errs, fmt.Errorf("%s: probability and weight are only for sample rules", at))
+	}
+	if c.Probability < 0 || c.Weight < 0 {
+		errs = append(errs, fmt.Errorf("%s: probability and weight must not be negative", at))
+	}
+	return errs
+}
+
+// matchSpan sets the bits of the rules the span matches, skipping rules
+// already matched; errors are counted per rule in errs.
+func (rs *ruleSet) matchSpan(rss ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, matched *uint64, errs []int64) {
+	if len(rs.spanRules) == 0 {
+		return
+	}
+	var tc *ottlspan.TransformContext
+	for _, i := range rs.spanRules {
+		bit := uint64(1) << i
+		if *matched&bit != 0 {
+			continue
+		}
+		if tc == nil {
+			tc = ottlspan.NewTransformContext(rss, ss, span)
+		}
+		for _, cond := range rs.rules[i].spanConds {
+			ok, err := cond.Eval(context.Background(), tc)
+			if err != nil {
+				errs[i]++
+				continue
+			}
+			if ok {
+				*matched |= bit
+				break
+			}
+		}
+	}
+	if tc != nil {
+		tc.Close()
+	}
+}
+
+// first returns the index of the first rule the trace matches, or -1.
+func (rs *ruleSet) first(t *trace) int {
+	bits := t.rules | rs.always
+	for i := 0; bits != 0 && i < len(rs.rules); i++ {
+		if bits&(1<<i) == 0 {
+			continue
+		}
+		if rs.rules[i].traceMatches(&t.summary) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *rule) traceMatches(s *summary) bool {
+	for _, c := range r.traceConds {
+		if !c.holds(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// traceCondition compares a trace-wide figure with a constant.
+type traceCondition struct {
+	field string // "duration" or "span_count"
+	op    string
+	value float64 // nanoseconds or spans
+}
+
+var traceConditionPattern = regexp.MustCompile(`^\s*trace\.([a-z_]+)\s*(>=|<=|==|!=|>|<)\s*(\S+)\s*$`)
+
+// parseTraceCondition reads "trace.duration > 2s" or "trace.span_count >= 500".
+func parseTraceCondition(text string) (traceCondition, error) {
+	m := traceConditionPattern.FindStringSubmatch(text)
+	if m == nil {
+		return traceCondition{}, fmt.Errorf("%q: expected trace.duration or trace.span_count, an operator (> >= < <= == !=) and a value", text)
+	}
+	tc := traceCondition{field: m[1], op: m[2]}
+	switch m[1] {
+	case "duration":
+		d, err := time.ParseDuration(m[3])
+		if err != nil {
+			return tc, fmt.Errorf("%q: trace.duration compares with a duration such as 2s or 500ms: %w", text, err)
+		}
+		tc.value = float64(d)
+	case "span_count":
+		n, err := strconv.ParseInt(m[3], 10, 64)
+		if err != nil {
+			return tc, fmt.Errorf("%q: trace.span_count compares with an integer", text)
+		}
+		tc.value = float64(n)
+	default:
+		return tc, fmt.Errorf("%q: unknown field trace.%s (trace.duration, trace.span_count)", text, m[1])
+	}
+	return tc, nil
+}
+
+func (c traceCondition) holds(s *summary) bool {
+	v := float64(s.spans)
+	if c.field == "duration" {
+		v = float64(s.dur)
+	}
+	switch c.op {
+	case ">":
+		return v > c.value
+	case ">=":
+		return v >= c.value
+	case "<":
+		return v < c.value
+	case "<=":
+		return v <= c.value
+	case "==":
+		return v == c.value
+	default:
+		return v != c.value
+	}
+}
+
+// ruleNames lists the rule names for metrics.
+func (rs *ruleSet) names() []string {
+	out := make([]string, len(rs.rules))
+	for i, r := range rs.rules {
+		out[i] = r.name
+	}
+	return out
+}
