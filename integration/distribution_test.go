@@ -72,6 +72,8 @@ func TestBrokenConfigNamesTheField(t *testing.T) {
 		{"sampler budget", "spans_per_second: ${env:BUDGET_SPANS_PER_SECOND:-1000}\n", "spans_per_second: 1000\n      monthly_cost: 50\n", []string{"budget_tail_sampling", "budget: exactly one of"}},
 		{"sampler quantile", "    adjust_interval: ${env:ADJUST_INTERVAL:-5s}\n", "    adjust_interval: 5s\n    outliers:\n      quantile: 99\n", []string{"budget_tail_sampling", "outliers.quantile"}},
 		{"unknown field", "    stage: kept\n", "    stage: kept\n    budget_monthly: 5\n", []string{"span_cost/kept", "budget_monthly"}},
+		{"sampler rule OTTL", "    adjust_interval: ${env:ADJUST_INTERVAL:-5s}\n", "    adjust_interval: 5s\n    rules:\n      - name: vip\n        action: keep\n        conditions: ['attributes[\"tier\"] == ']\n",
+			[]string{"budget_tail_sampling", `rules[0] ("vip").conditions[0]`, "invalid syntax"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			broken := strings.Replace(string(base), tc.from, tc.to, 1)

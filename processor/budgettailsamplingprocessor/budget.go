@@ -101,6 +101,14 @@ func (p *policy) baseline(service string) probability {
 	return p.newService
 }
 
+// keep is keep rule i's probability (1 until the estimator set one).
+func (p *policy) keep(i int) probability {
+	if i < len(p.keeps) {
+		return p.keeps[i]
+	}
+	return always
+}
+
 // errorProbability is the errors' class probability, never below the
 // service's baseline: an error is never kept less often than ordinary traffic.
 func (p *policy) errorProbability(service string) probability {

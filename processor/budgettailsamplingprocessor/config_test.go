@@ -45,6 +45,16 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, 0.6, full.Budget.MaxPriorityShare)
 	assert.Equal(t, "sampling.reason", full.ReasonAttribute)
 	assert.Equal(t, 16, full.NumShards)
+	require.Len(t, full.Rules, 5)
+	assert.Equal(t, RuleConfig{Name: "gold-customers", Action: "keep", MaxShare: 0.2,
+		Conditions: []string{`resource.attributes["customer.tier"] == "gold"`}}, full.Rules[1])
+	assert.Equal(t, []string{"trace.duration > 2s"}, full.Rules[2].TraceConditions)
+	assert.Equal(t, 3.0, full.Rules[4].Weight)
+
+	err := confmap.Validate(loadConfig(t, "bad_rule"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `rules[0] ("vip").conditions[0]`, "the rule is named")
+	assert.Contains(t, err.Error(), "invalid syntax", "with the parser's message")
 }
 
 func TestValidateNamesTheField(t *testing.T) {

@@ -51,7 +51,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 	case t.hasError:
 		d.class, prob, reasonText = reasonError, pol.errorProbability(t.service), reasonNames[reasonError]
 	case matched != nil && matched.action == actionKeep:
-		d.class, d.rule, prob, reasonText = reasonRule, int16(ruleIdx), higher(pol.keeps[ruleIdx], pol.baseline(t.service)), matched.reason
+		d.class, d.rule, prob, reasonText = reasonRule, int16(ruleIdx), higher(pol.keep(ruleIdx), pol.baseline(t.service)), matched.reason
 	case outlier:
 		d.class, prob, reasonText = reasonOutlier, pol.outlierProbability(t.service), reasonNames[reasonOutlier]
 	case matched != nil && matched.weighted:
