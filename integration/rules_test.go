@@ -40,7 +40,7 @@ func TestRulesThroughTheBinary(t *testing.T) {
 
 	sink := startSink(t)
 	c := startCollector(t, map[string]string{
-		"OTLP_BACKEND_ENDPOINT":    sink.Addr,
+		"OTLP_BACKEND_ENDPOINT": sink.Addr,
 		// 800 spans/s offered: 80 of health checks (dropped, not in the
 		// budget), 80 of gold (within the priority cap), 640 of the rest.
 		"BUDGET_SPANS_PER_SECOND":  "300",

@@ -12,6 +12,7 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottlspan"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/ottlfuncs"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
@@ -47,7 +48,10 @@ type rule struct {
 	reason string // the reason written on kept traces: "rule:" + name
 	action ruleAction
 	// spanConds match a trace when any span matches any of them; nil = all.
+	// A condition of the commonest shape also has a native matcher, which
+	// gives the same answer without OTTL's boxing (see fastMatcher).
 	spanConds  []*ottl.Condition[*ottlspan.TransformContext]
+	fast       []*fastMatcher // parallel to spanConds; nil where OTTL runs
 	traceConds []traceCondition
 	maxShare   float64
 	// prob is a sample rule's fixed probability; weighted is set when the
@@ -103,6 +107,7 @@ func compileRules(cfgs []RuleConfig, set component.TelemetrySettings) (*ruleSet,
 				continue
 			}
 			r.spanConds = append(r.spanConds, cond)
+			r.fast = append(r.fast, compileFast(text))
 		}
 		for j, text := range c.TraceConditions {
 			tc, err := parseTraceCondition(text)
@@ -178,10 +183,18 @@ func (rs *ruleSet) matchSpan(rss ptrace.ResourceSpans, ss ptrace.ScopeSpans, spa
 		if *matched&bit != 0 {
 			continue
 		}
-		if tc == nil {
-			tc = ottlspan.NewTransformContext(rss, ss, span)
-		}
-		for _, cond := range rs.rules[i].spanConds {
+		r := rs.rules[i]
+		for j, cond := range r.spanConds {
+			if f := r.fast[j]; f != nil {
+				if f.matches(rss, span) {
+					*matched |= bit
+					break
+				}
+				continue
+			}
+			if tc == nil {
+				tc = ottlspan.NewTransformContext(rss, ss, span)
+			}
 			ok, err := cond.Eval(context.Background(), tc)
 			if err != nil {
 				errs[i]++
@@ -284,4 +297,53 @@ func (rs *ruleSet) names() []string {
 		out[i] = r.name
 	}
 	return out
+}
+
+// fastMatcher is a condition of the commonest shape — a span or resource
+// attribute, or the span name, compared with == or != to a string literal —
+// matched natively. It answers exactly as OTTL does (a differential test
+// holds them to it): a missing attribute or one of another type is not
+// equal to the string.
+type fastMatcher struct {
+	where string // "span", "resource" or "name"
+	key   string
+	value string
+	equal bool
+}
+
+var (
+	fastAttrPattern = regexp.MustCompile(`^\s*(span\.attributes|attributes|resource\.attributes)\["([^"\\]*)"\]\s*(==|!=)\s*"([^"\\]*)"\s*$`)
+	fastNamePattern = regexp.MustCompile(`^\s*(span\.name|name)\s*(==|!=)\s*"([^"\\]*)"\s*$`)
+)
+
+// compileFast returns the native matcher of a condition of the commonest
+// shape, or nil.
+func compileFast(text string) *fastMatcher {
+	if m := fastNamePattern.FindStringSubmatch(text); m != nil {
+		return &fastMatcher{where: "name", equal: m[2] == "==", value: m[3]}
+	}
+	m := fastAttrPattern.FindStringSubmatch(text)
+	if m == nil {
+		return nil
+	}
+	f := &fastMatcher{where: "span", key: m[2], equal: m[3] == "==", value: m[4]}
+	if m[1] == "resource.attributes" {
+		f.where = "resource"
+	}
+	return f
+}
+
+func (f *fastMatcher) matches(rss ptrace.ResourceSpans, span ptrace.Span) bool {
+	var eq bool
+	switch f.where {
+	case "name":
+		eq = span.Name() == f.value
+	case "span":
+		v, ok := span.Attributes().Get(f.key)
+		eq = ok && v.Type() == pcommon.ValueTypeStr && v.Str() == f.value
+	default:
+		v, ok := rss.Resource().Attributes().Get(f.key)
+		eq = ok && v.Type() == pcommon.ValueTypeStr && v.Str() == f.value
+	}
+	return eq == f.equal
 }

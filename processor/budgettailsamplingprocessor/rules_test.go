@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottlspan"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -328,4 +329,60 @@ func TestRuleMatchedByALateFragment(t *testing.T) {
 	ts.advance(3 * time.Second)
 	assert.Len(t, ts.keptSpans()[id], 2)
 
+}
+
+func mustRulesB(b *testing.B, cfg *Config) *ruleSet {
+	b.Helper()
+	rs, err := compileRules(cfg.Rules, component.TelemetrySettings{Logger: zap.NewNop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rs
+}
+
+// The native matcher answers exactly as OTTL does, on every shape it takes.
+func TestFastMatcherAgreesWithOTTL(t *testing.T) {
+	conds := []string{
+		`attributes["k"] == "v"`, `span.attributes["k"] == "v"`, `attributes["k"] != "v"`,
+		`resource.attributes["r"] == "x"`, `resource.attributes["r"] != "x"`,
+		`name == "GET /"`, `span.name != "GET /"`, `attributes["k"] == ""`, `attributes["k"] != ""`,
+		`attributes["n"] == "5"`, `attributes["missing"] != "v"`,
+	}
+	td := ptrace.NewTraces()
+	var spans []ptrace.Span
+	var owners []ptrace.ResourceSpans
+	for i, setup := range []func(r pcommon.Map, s ptrace.Span){
+		func(r pcommon.Map, s ptrace.Span) { s.Attributes().PutStr("k", "v"); r.PutStr("r", "x"); s.SetName("GET /") },
+		func(r pcommon.Map, s ptrace.Span) { s.Attributes().PutStr("k", "w"); r.PutStr("r", "y"); s.SetName("POST /") },
+		func(r pcommon.Map, s ptrace.Span) { s.Attributes().PutInt("n", 5); r.PutInt("r", 1) },
+		func(r pcommon.Map, s ptrace.Span) { s.Attributes().PutStr("k", "") },
+		func(r pcommon.Map, s ptrace.Span) { s.Attributes().PutBool("k", true) },
+		func(r pcommon.Map, s ptrace.Span) {},
+	} {
+		rs := td.ResourceSpans().AppendEmpty()
+		span := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+		setup(rs.Resource().Attributes(), span)
+		span.SetSpanID(pcommon.SpanID{byte(i + 1)})
+		spans = append(spans, span)
+		owners = append(owners, rs)
+	}
+	for _, text := range conds {
+		fast := compileFast(text)
+		require.NotNil(t, fast, text)
+		rs := mustRules(t, withRules(testConfig(), RuleConfig{Name: "r", Action: "drop", Conditions: []string{text}}))
+		slow := rs.rules[0].spanConds[0]
+		for i, span := range spans {
+			tc := ottlspanContext(owners[i], span)
+			want, err := slow.Eval(t.Context(), tc)
+			require.NoError(t, err)
+			assert.Equal(t, want, fast.matches(owners[i], span), "%s on span %d", text, i)
+		}
+	}
+	for _, text := range []string{`attributes["k"] == 5`, `IsMatch(name, "x")`, `name == "a" and attributes["k"] == "v"`, `attributes["k"]["x"] == "v"`} {
+		assert.Nil(t, compileFast(text), "%s is left to OTTL", text)
+	}
+}
+
+func ottlspanContext(rs ptrace.ResourceSpans, span ptrace.Span) *ottlspan.TransformContext {
+	return ottlspan.NewTransformContext(rs, rs.ScopeSpans().At(0), span)
 }

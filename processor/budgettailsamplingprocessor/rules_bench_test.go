@@ -1,0 +1,45 @@
+package budgettailsamplingprocessor
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+)
+
+// BenchmarkRuleMatching is the per-span cost of evaluating n rules that
+// match nothing (every rule evaluated on every span), on reference spans.
+func BenchmarkRuleMatching(b *testing.B) {
+	for _, n := range []int{0, 5, 20} {
+		b.Run(fmt.Sprintf("rules_%d", n), func(b *testing.B) {
+			var cfgs []RuleConfig
+			for i := range n {
+				cond := []string{
+					fmt.Sprintf(`attributes["url.path"] == "/healthz-%d"`, i),
+					fmt.Sprintf(`resource.attributes["service.name"] == "probe-%d"`, i),
+					fmt.Sprintf(`attributes["customer.tier"] == "gold-%d"`, i),
+				}[i%3]
+				cfgs = append(cfgs, RuleConfig{Name: fmt.Sprint("r", i), Action: "drop", Conditions: []string{cond}})
+			}
+			cfg := withRules(testConfig(), cfgs...)
+			rs := mustRulesB(b, cfg)
+			td, _ := workload.NewGenerator(workload.Options{Services: 10}).Batch(100)
+			rss := td.ResourceSpans()
+			errs := make([]int64, n)
+			spans := td.SpanCount()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for r := 0; r < rss.Len(); r++ {
+					rsp := rss.At(r)
+					ss := rsp.ScopeSpans().At(0)
+					for k := 0; k < ss.Spans().Len(); k++ {
+						var matched uint64
+						rs.matchSpan(rsp, ss, ss.Spans().At(k), &matched, errs)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
+		})
+	}
+}
