@@ -94,6 +94,8 @@ bench-go: $(BENCHSTAT)
 	$(GO) test -run '^$$' -bench OTLPWire -benchmem -count 6 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench SamplerScaling -benchtime 500x -count 6 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench OutlierGroups -benchtime 2000x -count 6 ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench RuleMatching -count 6 ./processor/budgettailsamplingprocessor/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench Rules -benchtime 3000x -count 6 -cpu 1 ./bench/ | tee -a bench.out
 	$(BENCHSTAT) bench.out | tee bench.txt
 
 bench-e2e: build

@@ -77,7 +77,7 @@ func BenchmarkRules(b *testing.B) {
 				spans += send()
 			}
 			b.StopTimer()
-			b.ReportMetric(float64((procwatch.SelfCPU() - cpu0).Nanoseconds())/float64(spans), "cpu-ns/span")
+			b.ReportMetric(float64((procwatch.SelfCPU()-cpu0).Nanoseconds())/float64(spans), "cpu-ns/span")
 		})
 	}
 }

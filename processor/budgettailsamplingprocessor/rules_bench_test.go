@@ -8,10 +8,22 @@ import (
 )
 
 // BenchmarkRuleMatching is the per-span cost of evaluating n rules that
-// match nothing (every rule evaluated on every span), on reference spans.
+// match nothing (every rule evaluated on every span), on reference spans:
+// simple equality conditions (the native matcher) and the same number of
+// OTTL conditions that need the interpreter (IsMatch).
+//
+//	go test -run '^$' -bench RuleMatching -count 6 ./processor/budgettailsamplingprocessor/
 func BenchmarkRuleMatching(b *testing.B) {
-	for _, n := range []int{0, 5, 20} {
-		b.Run(fmt.Sprintf("rules_%d", n), func(b *testing.B) {
+	for _, tc := range []struct {
+		n    int
+		ottl bool
+	}{{0, false}, {5, false}, {20, false}, {5, true}, {20, true}} {
+		n := tc.n
+		name := fmt.Sprintf("rules_%d", n)
+		if tc.ottl {
+			name += "_interpreted"
+		}
+		b.Run(name, func(b *testing.B) {
 			var cfgs []RuleConfig
 			for i := range n {
 				cond := []string{
@@ -19,6 +31,9 @@ func BenchmarkRuleMatching(b *testing.B) {
 					fmt.Sprintf(`resource.attributes["service.name"] == "probe-%d"`, i),
 					fmt.Sprintf(`attributes["customer.tier"] == "gold-%d"`, i),
 				}[i%3]
+				if tc.ottl {
+					cond = fmt.Sprintf(`IsMatch(attributes["url.path"], "^/healthz-%d")`, i)
+				}
 				cfgs = append(cfgs, RuleConfig{Name: fmt.Sprint("r", i), Action: "drop", Conditions: []string{cond}})
 			}
 			cfg := withRules(testConfig(), cfgs...)

@@ -352,8 +352,16 @@ func TestFastMatcherAgreesWithOTTL(t *testing.T) {
 	var spans []ptrace.Span
 	var owners []ptrace.ResourceSpans
 	for i, setup := range []func(r pcommon.Map, s ptrace.Span){
-		func(r pcommon.Map, s ptrace.Span) { s.Attributes().PutStr("k", "v"); r.PutStr("r", "x"); s.SetName("GET /") },
-		func(r pcommon.Map, s ptrace.Span) { s.Attributes().PutStr("k", "w"); r.PutStr("r", "y"); s.SetName("POST /") },
+		func(r pcommon.Map, s ptrace.Span) {
+			s.Attributes().PutStr("k", "v")
+			r.PutStr("r", "x")
+			s.SetName("GET /")
+		},
+		func(r pcommon.Map, s ptrace.Span) {
+			s.Attributes().PutStr("k", "w")
+			r.PutStr("r", "y")
+			s.SetName("POST /")
+		},
 		func(r pcommon.Map, s ptrace.Span) { s.Attributes().PutInt("n", 5); r.PutInt("r", 1) },
 		func(r pcommon.Map, s ptrace.Span) { s.Attributes().PutStr("k", "") },
 		func(r pcommon.Map, s ptrace.Span) { s.Attributes().PutBool("k", true) },
@@ -385,4 +393,32 @@ func TestFastMatcherAgreesWithOTTL(t *testing.T) {
 
 func ottlspanContext(rs ptrace.ResourceSpans, span ptrace.Span) *ottlspan.TransformContext {
 	return ottlspan.NewTransformContext(rs, rs.ScopeSpans().At(0), span)
+}
+
+// The conditions the README's migration guide shows parse and run.
+func TestMigrationGuideConditionsParse(t *testing.T) {
+	cfg := withRules(testConfig(),
+		RuleConfig{Name: "numeric", Action: "keep", Conditions: []string{`attributes["k"] >= 500 and attributes["k"] <= 599`}},
+		RuleConfig{Name: "boolean", Action: "keep", Conditions: []string{`attributes["debug"] == true`}},
+		RuleConfig{Name: "regex", Action: "keep", Conditions: []string{`IsMatch(attributes["url.path"], "^/api/")`}},
+		RuleConfig{Name: "tracestate", Action: "keep", Conditions: []string{`IsMatch(trace_state, "vendor=")`, `trace_state["vendor"] == "x"`}},
+		RuleConfig{Name: "invert", Action: "drop", Conditions: []string{`not (attributes["k"] == "v")`}},
+		RuleConfig{Name: "and", Action: "keep", Conditions: []string{`resource.attributes["service.name"] == "web" and kind == SPAN_KIND_SERVER`},
+			TraceConditions: []string{"trace.span_count >= 10"}},
+		RuleConfig{Name: "always", Action: "keep", TraceConditions: []string{"trace.span_count > 0"}},
+	)
+	rs := mustRules(t, cfg)
+	td := oneSpan("web", traceIDWithRandomness(1, 0.5), 1, 0, time.Unix(0, 0), time.Millisecond)
+	rss := td.ResourceSpans().At(0)
+	span := rss.ScopeSpans().At(0).Spans().At(0)
+	span.Attributes().PutInt("k", 503)
+	span.Attributes().PutBool("debug", true)
+	span.Attributes().PutStr("url.path", "/api/orders")
+	span.TraceState().FromRaw("vendor=x")
+	span.SetKind(ptrace.SpanKindServer)
+	var matched uint64
+	errs := make([]int64, len(rs.rules))
+	rs.matchSpan(rss, rss.ScopeSpans().At(0), span, &matched, errs)
+	assert.Equal(t, uint64(0b0111111), matched, "every span condition matches this span")
+	assert.Equal(t, make([]int64, len(rs.rules)), errs)
 }
