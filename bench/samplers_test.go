@@ -22,7 +22,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
 )
 
-// decisionWait is the same for both samplers (DESIGN.md's reference run).
+// decisionWait is the same for both samplers (the reference run).
 const decisionWait = 2 * time.Second
 
 // countingSink counts what a sampler forwards.

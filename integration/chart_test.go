@@ -42,10 +42,12 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 // valueSets are the chart's default values and every file under ci/.
 func valueSets(t *testing.T) map[string][]string {
 	t.Helper()
-	sets := map[string][]string{"default": nil}
+	// The chart has no default backend (an install without one fails with
+	// a message): the defaults are rendered with just that set.
+	sets := map[string][]string{"default": {"--set", "backend.endpoint=tempo-distributor.tempo.svc:4317"}}
 	files, err := filepath.Glob(filepath.Join(chartDir(), "ci", "*.yaml"))
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(files), 2, "at least two value sets besides the defaults")
+	require.GreaterOrEqual(t, len(files), 3, "at least three value sets besides the defaults")
 	for _, f := range files {
 		sets[filepath.Base(f)] = []string{"-f", f}
 	}
@@ -85,6 +87,8 @@ func decodeStrict(t *testing.T, doc []byte, into any) {
 
 type rendered struct {
 	kinds      map[string]int
+	pdbs       map[string]bool
+	services   []corev1.Service
 	configs    map[string]string // ConfigMap name → config.yaml
 	statefulSt *appsv1.StatefulSet
 	deployment *appsv1.Deployment
@@ -95,7 +99,7 @@ func renderChart(t *testing.T, args []string) rendered {
 	t.Helper()
 	out, err := helm(t, append([]string{"template", "cost", chartDir(), "--namespace", "observability"}, args...)...)
 	require.NoError(t, err, out)
-	r := rendered{kinds: map[string]int{}, configs: map[string]string{}}
+	r := rendered{kinds: map[string]int{}, configs: map[string]string{}, pdbs: map[string]bool{}}
 	for _, doc := range strings.Split(out, "\n---") {
 		doc = strings.TrimSpace(doc)
 		if doc == "" || strings.TrimSpace(strings.TrimLeft(doc, "-")) == "" {
@@ -114,7 +118,9 @@ func renderChart(t *testing.T, args []string) rendered {
 			decodeStrict(t, []byte(doc), &cm)
 			r.configs[cm.Name] = cm.Data["config.yaml"]
 		case "v1/Service":
-			decodeStrict(t, []byte(doc), &corev1.Service{})
+			var svc corev1.Service
+			decodeStrict(t, []byte(doc), &svc)
+			r.services = append(r.services, svc)
 		case "v1/ServiceAccount":
 			decodeStrict(t, []byte(doc), &corev1.ServiceAccount{})
 		case "apps/v1/Deployment":
@@ -126,7 +132,9 @@ func renderChart(t *testing.T, args []string) rendered {
 		case "autoscaling/v2/HorizontalPodAutoscaler":
 			decodeStrict(t, []byte(doc), &autoscalingv2.HorizontalPodAutoscaler{})
 		case "policy/v1/PodDisruptionBudget":
-			decodeStrict(t, []byte(doc), &policyv1.PodDisruptionBudget{})
+			var pdb policyv1.PodDisruptionBudget
+			decodeStrict(t, []byte(doc), &pdb)
+			r.pdbs[pdb.Name] = true
 		case "monitoring.coreos.com/v1/ServiceMonitor":
 			decodeStrict(t, []byte(doc), &monitoringv1.ServiceMonitor{})
 		case "monitoring.coreos.com/v1/PrometheusRule":
@@ -143,10 +151,29 @@ func TestChartRendersValidManifests(t *testing.T) {
 	for name, args := range valueSets(t) {
 		t.Run(name, func(t *testing.T) {
 			r := renderChart(t, args)
-			for _, kind := range []string{"Deployment", "StatefulSet", "Service", "PodDisruptionBudget", "ConfigMap"} {
+			for _, kind := range []string{"Deployment", "StatefulSet", "Service", "ConfigMap"} {
 				assert.Positive(t, r.kinds[kind], kind)
 			}
-			assert.Equal(t, 2, r.kinds["PodDisruptionBudget"])
+			// A PDB only where the tier can lose a pod.
+			gatewayReplicas := r.deployment.Spec.Replicas
+			if gatewayReplicas == nil || *gatewayReplicas > 1 { // nil: the HPA's minReplicas (2) decides
+				assert.True(t, r.pdbs["cost-otelcol-cost-gateway"], "gateway PDB")
+			} else {
+				assert.False(t, r.pdbs["cost-otelcol-cost-gateway"], "no gateway PDB at one replica: it would block node drains")
+			}
+			assert.Equal(t, *r.statefulSt.Spec.Replicas > 1, r.pdbs["cost-otelcol-cost-sampler"], "sampler PDB only above one replica")
+			// gRPC ports say so, for meshes and L7 load balancers.
+			for _, svc := range r.services {
+				for _, port := range svc.Spec.Ports {
+					if port.Name == "otlp-grpc" {
+						require.NotNil(t, port.AppProtocol, svc.Name)
+						assert.Equal(t, "grpc", *port.AppProtocol, svc.Name)
+					}
+				}
+			}
+			// Samplers spread over nodes by default.
+			require.NotEmpty(t, r.statefulSt.Spec.Template.Spec.TopologySpreadConstraints)
+			assert.NotNil(t, r.statefulSt.Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector)
 			require.Len(t, r.configs, 2)
 
 			// Every rendered collector config validates with the built binary.
@@ -193,8 +220,12 @@ func TestChartRendersValidManifests(t *testing.T) {
 			assert.Greater(t, *r.statefulSt.Spec.Template.Spec.TerminationGracePeriodSeconds, wait)
 
 			// The gateway resolves, and the samplers count, the headless Service.
-			assert.Contains(t, r.configs["cost-otelcol-cost-gateway"], "hostname: cost-otelcol-cost-sampler-headless.observability.svc.cluster.local")
-			assert.Contains(t, r.configs["cost-otelcol-cost-sampler"], "peers_dns: cost-otelcol-cost-sampler-headless.observability.svc.cluster.local")
+			domain := "cluster.local"
+			if name == "extended-values.yaml" {
+				domain = "k8s.example.internal"
+			}
+			assert.Contains(t, r.configs["cost-otelcol-cost-gateway"], "hostname: cost-otelcol-cost-sampler-headless.observability.svc."+domain)
+			assert.Contains(t, r.configs["cost-otelcol-cost-sampler"], "peers_dns: cost-otelcol-cost-sampler-headless.observability.svc."+domain)
 			assert.Equal(t, "cost-otelcol-cost-sampler-headless", r.statefulSt.Spec.ServiceName)
 
 			if r.rule != nil {
@@ -235,9 +266,13 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"sampler.decisionWait=ten", "/sampler/decisionWait"},
 		{"budget.monthlyCost=100", "exactly one of spansPerSecond, bytesPerSecond, monthlyCost"},
 		{"sampler.resources.limits.memory=2Ti", "/sampler/resources/limits/memory"},
+		{"backend.endpoint=", "backend.endpoint: set your tracing backend's OTLP/gRPC host:port"},
+		{"backend.headers.x-api-key=plaintext-key", "/backend/headers/x-api-key"},
+		{"image.digest=latest", "/image/digest"},
+		{"sampler.extraEnvs=oops", "/sampler/extraEnvs"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
-			out, err := helm(t, "template", "cost", chartDir(), "--set", tc.set)
+			out, err := helm(t, "template", "cost", chartDir(), "--set", "backend.endpoint=tempo:4317", "--set", tc.set)
 			require.Error(t, err)
 			assert.Contains(t, out, tc.want)
 		})
@@ -275,4 +310,51 @@ func TestMemoryLimiterFirstInShippedConfigs(t *testing.T) {
 		require.NoError(t, err)
 		assertMemoryLimiterFirst(t, filepath.Base(f), raw)
 	}
+}
+
+// TestChartAdaptsAndKeepsSecrets renders what a platform team changes
+// (ci/extended-values.yaml) and checks each convention took effect.
+func TestChartAdaptsAndKeepsSecrets(t *testing.T) {
+	ext := filepath.Join(chartDir(), "ci", "extended-values.yaml")
+	r := renderChart(t, []string{"-f", ext})
+	sampler := r.configs["cost-otelcol-cost-sampler"]
+	// The merged config: the added processor in the pipeline, the added
+	// extension, the exporter's TLS changed, the rest shipped.
+	for _, want := range []string{"attributes/team:", "- attributes/team", "pprof:", "- pprof", "ca_file: /etc/otelcol-cost/ca/ca.crt", "budget_tail_sampling:", "- k8s.namespace.name"} {
+		assert.Contains(t, sampler, want)
+	}
+	// Header values come from the Secret through env; the ConfigMap only
+	// names the variable.
+	assert.Contains(t, sampler, "authorization: ${env:OTELCOL_COST_BACKEND_HEADER_AUTHORIZATION}")
+	spec := r.statefulSt.Spec.Template.Spec
+	c := spec.Containers[0]
+	var header *corev1.EnvVar
+	for i, e := range c.Env {
+		if e.Name == "OTELCOL_COST_BACKEND_HEADER_AUTHORIZATION" {
+			header = &c.Env[i]
+		}
+	}
+	require.NotNil(t, header)
+	require.NotNil(t, header.ValueFrom)
+	assert.Equal(t, "tempo-auth", header.ValueFrom.SecretKeyRef.Name)
+	assert.Equal(t, "bearer", header.ValueFrom.SecretKeyRef.Key)
+	// The Secret-backed values of the other value sets never reach a ConfigMap.
+	monthly := renderChart(t, []string{"-f", filepath.Join(chartDir(), "ci", "monthly-budget-values.yaml")})
+	for name, cfg := range monthly.configs {
+		assert.NotContains(t, cfg, "example-key", name)
+		assert.Contains(t, monthly.configs["cost-otelcol-cost-sampler"], "x-honeycomb-team: ${env:OTELCOL_COST_BACKEND_HEADER_X_HONEYCOMB_TEAM}")
+	}
+	assert.Equal(t, "registry.example.com/observability/otelcol-cost@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", c.Image)
+	assert.Equal(t, "platform", r.statefulSt.Spec.Template.Annotations["example.com/owner"])
+	assert.NotEmpty(t, r.statefulSt.Spec.Template.Annotations["checksum/config"])
+	assert.Equal(t, "observability-critical", r.deployment.Spec.Template.Spec.PriorityClassName)
+	assert.Equal(t, "otelcol-cost-extra", c.EnvFrom[0].SecretRef.Name)
+	var mounted bool
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || (m.Name == "backend-ca" && m.MountPath == "/etc/otelcol-cost/ca")
+	}
+	assert.True(t, mounted, "the CA is mounted")
+	assert.Len(t, spec.Volumes, 2)
+	assert.Contains(t, r.configs["cost-otelcol-cost-gateway"], "max_connection_age: 5m", "gateway connections rebalance onto new pods")
+	assert.Empty(t, r.pdbs, "one replica per tier: no PDB")
 }

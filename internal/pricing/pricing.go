@@ -36,7 +36,7 @@ type Model struct {
 	Currency          string
 }
 
-// presets hold list prices of the three backend shapes in DESIGN.md. A
+// presets hold list prices of the three backend shapes (docs/architecture.md). A
 // typical 280-byte span costs, per million: self-hosted ≈ 0.0134,
 // managed ingest ≈ 0.13, SaaS indexed ≈ 1.73 (see pricing_test.go).
 var presets = map[string]Model{

@@ -1,5 +1,5 @@
 // Package workload builds the reference request streams that tests and
-// benchmarks share (DESIGN.md: a typical span has 6 attributes, its
+// benchmarks share (a typical span has 6 attributes, its
 // resource 3, ≈ 280 OTLP bytes).
 package workload
 

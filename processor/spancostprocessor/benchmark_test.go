@@ -15,7 +15,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/spancostprocessor/internal/metadata"
 )
 
-// BenchmarkSpanCost runs the same requests (DESIGN.md's reference workload:
+// BenchmarkSpanCost runs the same requests (the reference workload of docs/architecture.md:
 // 4-span traces, 6 span and 3 resource attributes, 100 traces a request)
 // through a pipeline without and with span_cost; the processor's cost is the
 // difference. span_cost does not modify data, so requests are reused:

@@ -249,7 +249,7 @@ func TestSamplingWeights(t *testing.T) {
 }
 
 func TestCostPerPreset(t *testing.T) {
-	// A reference span is ≈ 280 OTLP bytes; DESIGN.md's table gives the
+	// A reference span is ≈ 280 OTLP bytes; the reference figures give the
 	// price range per million such spans for each preset.
 	ranges := map[string][2]float64{
 		pricing.PresetSelfHostedObjectStorage: {0.012, 0.020},

@@ -34,7 +34,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "otelcol-cost.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end -}}
 {{- end -}}
 
 {{- define "otelcol-cost.samplerHeadless" -}}
@@ -42,7 +46,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "otelcol-cost.samplerHeadlessFQDN" -}}
-{{ include "otelcol-cost.samplerHeadless" . }}.{{ .Release.Namespace }}.svc.cluster.local
+{{ include "otelcol-cost.samplerHeadless" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
 {{- end -}}
 
 {{/*
@@ -97,9 +101,22 @@ telemetry:
               port: 8888
 {{- end -}}
 
-{{/* Pod-level settings shared by both tiers: pass (dict "root" $ "tier" .Values.gateway). */}}
+{{/* Pod-level settings shared by both tiers: pass (dict "root" $ "tier" .Values.gateway "component" "gateway"). */}}
 {{- define "otelcol-cost.podCommon" -}}
 serviceAccountName: {{ include "otelcol-cost.serviceAccountName" .root }}
+{{- with .tier.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- if .tier.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- range .tier.topologySpreadConstraints }}
+  {{- $c := deepCopy . }}
+  {{- if not (hasKey $c "labelSelector") }}
+  {{- $_ := set $c "labelSelector" (dict "matchLabels" (include "otelcol-cost.selectorLabels" (dict "root" $.root "component" $.component) | fromYaml)) }}
+  {{- end }}
+  - {{- toYaml $c | nindent 4 }}
+  {{- end }}
+{{- end }}
 {{- with .root.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
@@ -120,7 +137,30 @@ affinity:
 {{- end }}
 {{- end -}}
 
-{{/* The collector container: pass (dict "root" $ "tier" .Values.sampler). */}}
+{{/* Pod annotations: the config checksum and the tier's podAnnotations. */}}
+{{- define "otelcol-cost.podAnnotations" -}}
+checksum/config: {{ .checksum }}
+{{- with .tier.podAnnotations }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Env var names of the backend headers, in the order of their names. */}}
+{{- define "otelcol-cost.headerEnv" -}}
+OTELCOL_COST_BACKEND_HEADER_{{ . | upper | replace "-" "_" | replace "." "_" }}
+{{- end -}}
+
+{{/*
+A tier's collector config: the shipped one (YAML text in .shipped),
+deep-merged with the tier's `config` value.
+*/}}
+{{- define "otelcol-cost.mergedConfig" -}}
+{{- $shipped := .shipped | fromYaml -}}
+{{- if hasKey $shipped "Error" -}}{{- fail (printf "internal: shipped config does not parse: %s" $shipped.Error) -}}{{- end -}}
+{{- toYaml (mustMergeOverwrite $shipped (deepCopy .tier.config)) -}}
+{{- end -}}
+
+{{/* The collector container: pass (dict "root" $ "tier" .Values.sampler "backendHeaders" true|false). */}}
 {{- define "otelcol-cost.container" -}}
 - name: otelcol-cost
   image: {{ include "otelcol-cost.image" .root }}
@@ -131,6 +171,20 @@ affinity:
   env:
     - name: GOMEMLIMIT
       value: {{ include "otelcol-cost.goMemLimit" (dict "limit" .tier.resources.limits.memory "percentage" (.root.Values.goMemLimitPercentage | int)) | quote }}
+    {{- if .backendHeaders }}
+    {{- range $header, $ref := .root.Values.backend.headers }}
+    - name: {{ include "otelcol-cost.headerEnv" $header }}
+      valueFrom:
+        secretKeyRef: {name: {{ $ref.secretName }}, key: {{ $ref.secretKey }}}
+    {{- end }}
+    {{- end }}
+    {{- with .tier.extraEnvs }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with .tier.extraEnvsFrom }}
+  envFrom:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   ports:
     - {name: otlp-grpc, containerPort: 4317, protocol: TCP}
     - {name: otlp-http, containerPort: 4318, protocol: TCP}
@@ -149,6 +203,9 @@ affinity:
     {{- toYaml .root.Values.securityContext | nindent 4 }}
   volumeMounts:
     - {name: config, mountPath: /conf, readOnly: true}
+    {{- with .tier.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 {{- end -}}
 
 {{/* Whole seconds of a duration written as <n>s, <n>m or <n>h. */}}
