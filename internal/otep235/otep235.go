@@ -18,8 +18,12 @@ import (
 // weight in.
 const AdjustedCountAttribute = "sampling.adjusted_count"
 
-// maxMembers is the W3C limit on tracestate list members.
-const maxMembers = 32
+// maxMembers is the W3C limit on tracestate list members; maxOTelValue the
+// OpenTelemetry limit on the ot member's value.
+const (
+	maxMembers   = 32
+	maxOTelValue = 256
+)
 
 // Problem is what was wrong with a tracestate.
 type Problem uint8
@@ -203,6 +207,14 @@ func WithThreshold(ts string, th sampling.Threshold, traceRnd sampling.Randomnes
 			sb.WriteString("ot=")
 			if err := otts.Serialize(&sb); err == nil {
 				head = sb.String()
+			}
+			if len(head)-len("ot=") > maxOTelValue {
+				// Other ot fields leave no room for th: keep rv and th.
+				head = fresh
+				if rv := otts.RValue(); rv != "" {
+					head = "ot=rv:" + rv + ";th:" + th.TValue()
+				}
+				problem = max(problem, Truncated)
 			}
 		}
 	}

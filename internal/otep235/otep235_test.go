@@ -59,6 +59,14 @@ func TestWithThreshold(t *testing.T) {
 	assert.Len(t, parts, 32)
 	assert.Equal(t, "ot=th:8", parts[0])
 	assert.Equal(t, members[30], parts[31])
+
+	// An ot member already near its 256-character limit: th still fits.
+	long := "ot=rv:abcdefabcdefab;x:" + strings.Repeat("y", 235) // 255 characters
+	got, problem = WithThreshold(long, half, high)
+	assert.Equal(t, Truncated, problem)
+	assert.Equal(t, "ot=rv:abcdefabcdefab;th:8", got)
+	_, problem = Parse(got)
+	assert.Equal(t, OK, problem)
 }
 
 func TestParseAndConsistency(t *testing.T) {
@@ -112,4 +120,31 @@ func TestWeightReader(t *testing.T) {
 	w, bad = r.Weight(span)
 	assert.Equal(t, 3.0, w, "the attribute counts when the tracestate cannot")
 	assert.True(t, bad)
+}
+
+// Whatever a client sends as tracestate, writing th never panics and leaves
+// a tracestate that parses, carries th, and has at most 32 members.
+func FuzzWithThreshold(f *testing.F) {
+	for _, seed := range []string{"", "ot=th:8", "vendor=1,ot=rv:abcdefabcdefab;th:c", "a=1,,b=2", "not a tracestate!!",
+		"ot=th:zz,b=2", "ot=th:e;rv:10000000000000", strings.Repeat("k=v,", 40)} {
+		f.Add(seed, uint64(0x80000000000000))
+	}
+	f.Fuzz(func(t *testing.T, ts string, thUnsigned uint64) {
+		th, err := sampling.UnsignedToThreshold(thUnsigned % sampling.MaxAdjustedCount)
+		if err != nil {
+			t.Skip()
+		}
+		Parse(ts) // must not panic
+		out, _ := WithThreshold(ts, th, sampling.TraceIDToRandomness(pcommon.TraceID{8: 0xff, 9: 0xff}))
+		s, problem := Parse(out)
+		if problem != OK {
+			t.Fatalf("%q → %q does not parse", ts, out)
+		}
+		if !s.HasThreshold && th != sampling.AlwaysSampleThreshold {
+			t.Fatalf("%q → %q has no th", ts, out)
+		}
+		if n := strings.Count(out, ",") + 1; n > 32 {
+			t.Fatalf("%q → %d members", out, n)
+		}
+	})
 }

@@ -26,9 +26,10 @@ func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 // decision. cause is reasonBaseline for a normal decision, or the reason an
 // early one was forced. Called with sh.mu held.
 //
-// Classes in order: errors, then latency outliers, then the baseline. Each
-// class's probability is conditional on what arrived: a trace that came
-// head-sampled at T_in is kept at T_out = P2T(p · T2P(T_in)) (OTEP 235).
+// Classes in order: drop rules, errors, keep rules, latency outliers, then
+// sample rules and the baseline. Each class's probability is conditional on
+// what arrived: a trace that came head-sampled at T_in is kept at
+// T_out = P2T(p · T2P(T_in)) (OTEP 235).
 func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause reason, out *keptSet) {
 	sh.remove(t)
 	defer p.tel.DecisionLatency.Record(context.Background(), now.Sub(t.arrived).Seconds())

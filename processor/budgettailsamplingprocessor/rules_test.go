@@ -422,3 +422,37 @@ func TestMigrationGuideConditionsParse(t *testing.T) {
 	assert.Equal(t, uint64(0b0111111), matched, "every span condition matches this span")
 	assert.Equal(t, make([]int64, len(rs.rules)), errs)
 }
+
+// Rules are evaluated by every feeding goroutine at once: compiled
+// conditions are shared, evaluation contexts are not.
+func TestRulesUnderConcurrentIntake(t *testing.T) {
+	cfg := withRules(testConfig(),
+		RuleConfig{Name: "orders", Action: "keep", Conditions: []string{`attributes["url.path"] == "/api/orders"`, `IsMatch(name, "^SELECT")`}},
+		RuleConfig{Name: "svc", Action: "sample", Probability: 0.5, Conditions: []string{`resource.attributes["service.name"] == "svc-001"`}})
+	cfg.DecisionWait = 50 * time.Millisecond
+	cfg.DecisionWaitAfterRoot = 20 * time.Millisecond
+	cfg.AdjustInterval = 30 * time.Millisecond
+	ts := newTestSampler(t, cfg)
+	ts.p.now = time.Now
+	require.NoError(t, ts.p.Start(t.Context(), nil))
+	done := make(chan struct{})
+	for w := 0; w < 4; w++ {
+		go func(seed uint64) {
+			defer func() { done <- struct{}{} }()
+			g := workload.NewGenerator(workload.Options{Services: 3, Seed: seed})
+			for i := 0; i < 30; i++ {
+				td, _ := g.Batch(20)
+				for _, part := range workload.Interleave(td, 2) {
+					_ = ts.p.ConsumeTraces(t.Context(), part)
+				}
+			}
+		}(uint64(w + 1))
+	}
+	for range 4 {
+		<-done
+	}
+	require.NoError(t, ts.p.Shutdown(t.Context()))
+	c, buffered, _ := ts.p.totals()
+	assert.Zero(t, buffered)
+	assert.Equal(t, int64(4*30*20), c.rules[0].matched, "every reference trace matches the orders rule")
+}
