@@ -232,6 +232,8 @@ func TestChartRendersValidManifests(t *testing.T) {
 				// The PrometheusRule carries the rules file itself, not a copy.
 				raw, err := os.ReadFile(filepath.Join(chartDir(), "files", "alerts.yaml"))
 				require.NoError(t, err)
+				// Only the samplers' job matcher is this release's.
+				raw = bytes.ReplaceAll(raw, []byte(`up{job=~".*sampler.*"}`), []byte(`up{job=~"cost-otelcol-cost-sampler.*"}`))
 				var want monitoringv1.PrometheusRuleSpec
 				decodeStrict(t, raw, &want)
 				assert.Equal(t, want, r.rule.Spec)
@@ -357,4 +359,21 @@ func TestChartAdaptsAndKeepsSecrets(t *testing.T) {
 	assert.Len(t, spec.Volumes, 2)
 	assert.Contains(t, r.configs["cost-otelcol-cost-gateway"], "max_connection_age: 5m", "gateway connections rebalance onto new pods")
 	assert.Empty(t, r.pdbs, "one replica per tier: no PDB")
+
+	// Alerts: runbooks at the team's own URL, the samplers' job as configured.
+	withRule := renderChart(t, []string{"-f", ext, "--set", "prometheusRule.enabled=true",
+		"--set", "prometheusRule.runbookBaseURL=https://wiki.example.com/otelcol-cost",
+		"--set", "prometheusRule.samplerJob=observability/sampler"})
+	require.NotNil(t, withRule.rule)
+	for _, g := range withRule.rule.Spec.Groups {
+		for _, rule := range g.Rules {
+			if rule.Alert == "" {
+				continue
+			}
+			assert.True(t, strings.HasPrefix(rule.Annotations["runbook_url"], "https://wiki.example.com/otelcol-cost#"), rule.Alert)
+			if rule.Alert == "OtelcolCostSamplerDown" {
+				assert.Equal(t, `up{job=~"observability/sampler"} == 0`, rule.Expr.String())
+			}
+		}
+	}
 }

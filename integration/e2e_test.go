@@ -248,8 +248,8 @@ func TestE2ESamplerKilled(t *testing.T) {
 }
 
 // TestE2EAlertsFire: an undersized contrib tail_sampling drops traces too
-// early and a service runs over its budget; Prometheus, evaluating the
-// shipped rules, fires both alerts.
+// early, our undersized sampler decides them early, and a service runs over
+// its budget; Prometheus, evaluating the shipped rules, fires all three.
 func TestE2EAlertsFire(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
@@ -259,16 +259,18 @@ func TestE2EAlertsFire(t *testing.T) {
 	g := workload.NewGenerator(workload.Options{Services: 1, Seed: 9})
 	deadline := time.Now().Add(60 * time.Second)
 	fired := map[string]bool{}
-	for time.Now().Before(deadline) && !(fired["dropped"] && fired["budget"]) {
+	for time.Now().Before(deadline) && !(fired["dropped"] && fired["budget"] && fired["early"]) {
 		td, _ := g.Batch(50)
 		workload.SetService(td, "checkout")
 		require.NoError(t, c.sendGRPC(td))
 		time.Sleep(200 * time.Millisecond)
 		fired["dropped"] = fired["dropped"] || prom.alertFiring(t, "OtelcolTailSamplingDroppedTooEarly", map[string]string{"job": "undersized"})
 		fired["budget"] = fired["budget"] || prom.alertFiring(t, "OtelcolCostServiceOverBudget", map[string]string{"service_name": "checkout"})
+		fired["early"] = fired["early"] || prom.alertFiring(t, "OtelcolCostTracesDecidedEarly", map[string]string{"job": "undersized"})
 	}
 	assert.True(t, fired["dropped"], "dropped-too-early alert fires")
 	assert.True(t, fired["budget"], "per-service spend alert fires")
+	assert.True(t, fired["early"], "decided-early alert fires for our undersized sampler")
 	v, ok := prom.query(t, `max(otelcol_processor_span_cost_budget_utilization{service_name="checkout"})`)
 	require.True(t, ok)
 	assert.Greater(t, v, 1.0)

@@ -91,7 +91,7 @@ func newSpanCost(set processor.Settings, cfg *Config) (*spanCost, error) {
 	}
 	p.window.reset(p.now(), cfg.ProjectionWindow/projectionBuckets)
 	p.reg, err = tel.Meter.RegisterCallback(p.observe,
-		tel.Spans, tel.Bytes, tel.RepresentedSpans, tel.Cost, tel.ProjectedMonthlyCost, tel.BudgetUtilization)
+		tel.Spans, tel.Bytes, tel.RepresentedSpans, tel.Cost, tel.ProjectedMonthlyCost, tel.BudgetUtilization, tel.MonthlyBudget)
 	if err != nil {
 		return nil, err
 	}
@@ -266,24 +266,55 @@ func (p *spanCost) advance(now time.Time) {
 	p.checkBudgets(now)
 }
 
-func (p *spanCost) checkBudgets(now time.Time) {
+// serviceSpend is a service's projected spend over all its series (several
+// when other dimensions split it, e.g. by environment): a budget is the
+// service's, not one series'.
+type serviceSpend struct {
+	name      string
+	projected float64
+	budget    float64
+	first     *series // carries the over-budget state of the service
+}
+
+// byService sums the projected spend of the series that have a budget, per
+// service (per series when service.name is not a dimension), in first-seen order.
+func (p *spanCost) byService(now time.Time) []*serviceSpend {
+	var out []*serviceSpend
+	index := map[string]*serviceSpend{}
 	for _, s := range p.order {
 		if s.budget <= 0 {
 			continue
 		}
-		projected := p.projected(s, now)
+		key := p.describe(s)
+		if p.serviceDim >= 0 {
+			key = s.values[p.serviceDim]
+		}
+		sp := index[key]
+		if sp == nil {
+			sp = &serviceSpend{name: key, budget: s.budget, first: s}
+			index[key] = sp
+			out = append(out, sp)
+		}
+		sp.projected += p.projected(s, now)
+	}
+	return out
+}
+
+func (p *spanCost) checkBudgets(now time.Time) {
+	for _, sp := range p.byService(now) {
+		s := sp.first
 		switch {
-		case projected > s.budget && !s.overBudget:
+		case sp.projected > sp.budget && !s.overBudget:
 			s.overBudget = true
 			p.logger.Warn("projected monthly spend is over budget",
-				zap.String("stage", p.cfg.Stage), zap.String("series", p.describe(s)),
-				zap.Float64("projected_monthly", projected), zap.Float64("budget_monthly", s.budget),
+				zap.String("stage", p.cfg.Stage), zap.String("service", sp.name),
+				zap.Float64("projected_monthly", sp.projected), zap.Float64("budget_monthly", sp.budget),
 				zap.String("currency", p.model.Currency))
-		case projected <= s.budget && s.overBudget:
+		case sp.projected <= sp.budget && s.overBudget:
 			s.overBudget = false
 			p.logger.Info("projected monthly spend is back within budget",
-				zap.String("stage", p.cfg.Stage), zap.String("series", p.describe(s)),
-				zap.Float64("projected_monthly", projected), zap.Float64("budget_monthly", s.budget))
+				zap.String("stage", p.cfg.Stage), zap.String("service", sp.name),
+				zap.Float64("projected_monthly", sp.projected), zap.Float64("budget_monthly", sp.budget))
 		}
 	}
 }
@@ -319,13 +350,24 @@ func (p *spanCost) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(p.tel.Bytes, s.bytes, s.attrs)
 		o.ObserveFloat64(p.tel.RepresentedSpans, s.represented, s.attrs)
 		o.ObserveFloat64(p.tel.Cost, s.cost, s.attrs)
-		projected := p.projected(s, now)
-		o.ObserveFloat64(p.tel.ProjectedMonthlyCost, projected, s.attrs)
-		if s.budget > 0 {
-			o.ObserveFloat64(p.tel.BudgetUtilization, projected/s.budget, s.attrs)
-		}
+		o.ObserveFloat64(p.tel.ProjectedMonthlyCost, p.projected(s, now), s.attrs)
+	}
+	for _, sp := range p.byService(now) {
+		attrs := p.serviceAttrs(sp)
+		o.ObserveFloat64(p.tel.BudgetUtilization, sp.projected/sp.budget, attrs)
+		o.ObserveFloat64(p.tel.MonthlyBudget, sp.budget, attrs)
 	}
 	return nil
+}
+
+// serviceAttrs are the stage and the service's name, or every dimension
+// when service.name is not one.
+func (p *spanCost) serviceAttrs(sp *serviceSpend) metric.MeasurementOption {
+	if p.serviceDim < 0 {
+		return sp.first.attrs
+	}
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String("stage", p.cfg.Stage),
+		attribute.String(p.labelKeys[p.serviceDim], sp.name)))
 }
 
 // window tracks the ring position shared by every series' cost buckets.

@@ -319,7 +319,7 @@ func TestProjectionAndBudgetCrossing(t *testing.T) {
 
 	warnings := h.logs.FilterMessage("projected monthly spend is over budget")
 	require.Equal(t, 1, warnings.Len(), "one warning per crossing, not per batch")
-	assert.Equal(t, "service.name=small", warnings.All()[0].ContextMap()["series"])
+	assert.Equal(t, "small", warnings.All()[0].ContextMap()["service"])
 
 	// Traffic stops: the window empties, the projection falls to zero and the
 	// series is back within budget (logged once).
@@ -336,6 +336,44 @@ func TestProjectionAndBudgetCrossing(t *testing.T) {
 	h.points(metadata.MetricProjectedMonthlyCost)
 	assert.Equal(t, 2, h.logs.FilterMessage("projected monthly spend is over budget").Len())
 	assert.False(t, math.IsNaN(proj["service_name=big,stage=received,"]))
+}
+
+// A budget is the service's: with another dimension splitting it (here the
+// environment), the series' spend is summed before it is compared.
+func TestBudgetIsPerServiceAcrossSeries(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Dimensions = []string{"service.name", "deployment.environment.name"}
+	cfg.ProjectionWindow = 10 * time.Minute
+	price := 1.0
+	zero := 0.0
+	cfg.Pricing.PerMillionSpans = &price
+	cfg.Pricing.PerGiBIngested = &zero
+	cfg.Pricing.PerGiBMonthStored = &zero
+	month := pricing.Month.Seconds()
+	// 100 spans/s in each of two environments: 262.8 a month each, 525.6
+	// together, against a budget of 400 — over, though each series is under.
+	cfg.Budgets.Services = map[string]float64{"checkout": 400}
+	h := newHarness(t, cfg)
+	for s := 0; s < 300; s++ {
+		for _, env := range []string{"prod-eu", "prod-us"} {
+			td := ptrace.NewTraces()
+			rs := td.ResourceSpans().AppendEmpty()
+			rs.Resource().Attributes().PutStr("service.name", "checkout")
+			rs.Resource().Attributes().PutStr("deployment.environment.name", env)
+			ss := rs.ScopeSpans().AppendEmpty()
+			for range 100 {
+				ss.Spans().AppendEmpty()
+			}
+			h.send(td)
+		}
+		h.now = h.now.Add(time.Second)
+	}
+	util := h.points(metadata.MetricBudgetUtilization)
+	require.Len(t, util, 1, "one utilization per service, not per series: %v", util)
+	assert.InEpsilon(t, 2*100*month/1e6/400, util["service_name=checkout,stage=received,"], 0.01)
+	assert.Equal(t, 400.0, h.points(metadata.MetricMonthlyBudget)["service_name=checkout,stage=received,"])
+	assert.Equal(t, 1, h.logs.FilterMessage("projected monthly spend is over budget").Len())
+	assert.Len(t, h.points(metadata.MetricProjectedMonthlyCost), 2, "spend stays per series")
 }
 
 func TestShutdownUnregistersCallback(t *testing.T) {

@@ -17,6 +17,7 @@ const (
 	MetricCost                 = "otelcol_processor_span_cost_cost_total"
 	MetricProjectedMonthlyCost = "otelcol_processor_span_cost_projected_monthly_cost"
 	MetricBudgetUtilization    = "otelcol_processor_span_cost_budget_utilization"
+	MetricMonthlyBudget        = "otelcol_processor_span_cost_monthly_budget"
 	MetricSeriesOverflow       = "otelcol_processor_span_cost_series_overflow_total"
 	MetricInvalidTracestate    = "otelcol_processor_span_cost_invalid_tracestate_total"
 )
@@ -32,6 +33,7 @@ type Telemetry struct {
 	Cost                 metric.Float64ObservableCounter
 	ProjectedMonthlyCost metric.Float64ObservableGauge
 	BudgetUtilization    metric.Float64ObservableGauge
+	MonthlyBudget        metric.Float64ObservableGauge
 	SeriesOverflow       metric.Int64Counter
 	InvalidTracestate    metric.Int64Counter
 }
@@ -51,7 +53,9 @@ func NewTelemetry(set component.TelemetrySettings, currency string) (*Telemetry,
 	errs = errors.Join(errs, err)
 	t.ProjectedMonthlyCost, err = m.Float64ObservableGauge(MetricProjectedMonthlyCost, metric.WithDescription("Monthly spend projected from the rate over the projection window, in "+currency+"."), metric.WithUnit("{"+currency+"}"))
 	errs = errors.Join(errs, err)
-	t.BudgetUtilization, err = m.Float64ObservableGauge(MetricBudgetUtilization, metric.WithDescription("Projected monthly spend divided by the monthly budget (only for series with a budget)."), metric.WithUnit("1"))
+	t.BudgetUtilization, err = m.Float64ObservableGauge(MetricBudgetUtilization, metric.WithDescription("Projected monthly spend of a service, summed over its series on this instance, divided by its monthly budget (services with a budget). A tier of N instances each sees about 1/N: compare the tier's sum (the shipped recording rules do)."), metric.WithUnit("1"))
+	errs = errors.Join(errs, err)
+	t.MonthlyBudget, err = m.Float64ObservableGauge(MetricMonthlyBudget, metric.WithDescription("A service's configured monthly budget, in "+currency+" (services with a budget)."), metric.WithUnit("{"+currency+"}"))
 	errs = errors.Join(errs, err)
 	t.SeriesOverflow, err = m.Int64Counter(MetricSeriesOverflow, metric.WithDescription("Spans attributed to the _other series because max_series distinct dimension sets were already tracked."), metric.WithUnit("{span}"))
 	errs = errors.Join(errs, err)
