@@ -93,6 +93,7 @@ type rendered struct {
 	statefulSt *appsv1.StatefulSet
 	deployment *appsv1.Deployment
 	rule       *monitoringv1.PrometheusRule
+	dashboard  *corev1.ConfigMap
 }
 
 func renderChart(t *testing.T, args []string) rendered {
@@ -116,6 +117,11 @@ func renderChart(t *testing.T, args []string) rendered {
 		case "v1/ConfigMap":
 			var cm corev1.ConfigMap
 			decodeStrict(t, []byte(doc), &cm)
+			if dash, ok := cm.Data["otelcol-cost.json"]; ok {
+				r.dashboard = &cm
+				require.True(t, json.Valid([]byte(dash)), "the dashboard is JSON")
+				continue
+			}
 			r.configs[cm.Name] = cm.Data["config.yaml"]
 		case "v1/Service":
 			var svc corev1.Service
@@ -228,6 +234,17 @@ func TestChartRendersValidManifests(t *testing.T) {
 			assert.Contains(t, r.configs["cost-otelcol-cost-sampler"], "peers_dns: cost-otelcol-cost-sampler-headless.observability.svc."+domain)
 			assert.Equal(t, "cost-otelcol-cost-sampler-headless", r.statefulSt.Spec.ServiceName)
 
+			if name == "monthly-budget-values.yaml" {
+				require.NotNil(t, r.dashboard, "dashboard.enabled renders the dashboard")
+			}
+			if r.dashboard != nil {
+				// The sidecar's label and folder, and the dashboard file itself.
+				assert.Equal(t, "1", r.dashboard.Labels["grafana_dashboard"])
+				assert.Equal(t, "otelcol-cost", r.dashboard.Annotations["grafana_folder"])
+				raw, err := os.ReadFile(filepath.Join(chartDir(), "dashboards", "otelcol-cost.json"))
+				require.NoError(t, err)
+				assert.JSONEq(t, string(raw), r.dashboard.Data["otelcol-cost.json"])
+			}
 			if r.rule != nil {
 				// The PrometheusRule carries the rules file itself, not a copy.
 				raw, err := os.ReadFile(filepath.Join(chartDir(), "files", "alerts.yaml"))
