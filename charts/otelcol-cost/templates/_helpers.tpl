@@ -99,6 +99,9 @@ telemetry:
             prometheus:
               host: 0.0.0.0
               port: 8888
+              # Pinned: the series names the alerts and the dashboard use.
+              without_type_suffix: true
+              without_units: true
 {{- end -}}
 
 {{/* Pod-level settings shared by both tiers: pass (dict "root" $ "tier" .Values.gateway "component" "gateway"). */}}
