@@ -46,15 +46,9 @@ func BenchmarkRules(b *testing.B) {
 		b.Run(fmt.Sprintf("rules_%d", n), func(b *testing.B) {
 			g := workload.NewGenerator(workload.Options{Services: 10, ErrorEvery: 100, SlowEvery: 100})
 			sink := &countingSink{}
-			proc := newOurSampler(b, sink, map[string]any{
-				"decision_wait":            decisionWait.String(),
-				"decision_wait_after_root": decisionWait.String(),
-				"max_traces":               1000000,
-				"max_buffered_bytes":       1 << 30,
-				"adjust_interval":          "1s",
-				"budget":                   map[string]any{"spans_per_second": 15000},
-				"rules":                    simpleRules(n),
-			})
+			cfg := oursConfig()
+			cfg["rules"] = simpleRules(n)
+			proc := newOurSampler(b, sink, cfg)
 			defer func() { _ = proc.Shutdown(context.Background()) }()
 			send := func() int {
 				td, _ := g.Batch(100)

@@ -95,13 +95,6 @@ func (s Sampling) TraceRandomness(id pcommon.TraceID) sampling.Randomness {
 	return sampling.TraceIDToRandomness(id)
 }
 
-// Randomness is the trace's OTEP 235 randomness: an explicit rv in ts, else
-// the trace ID's low 56 bits.
-func Randomness(id pcommon.TraceID, ts string) sampling.Randomness {
-	s, _ := Parse(ts)
-	return s.TraceRandomness(id)
-}
-
 // Downstream is the threshold of a proportional downstream sampler (OTEP 235):
 // keeping an item that arrived sampled at tIn with conditional probability p
 // gives T_out = P2T(p · T2P(T_in)). It is never below tIn.

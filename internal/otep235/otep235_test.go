@@ -94,13 +94,16 @@ func TestDownstream(t *testing.T) {
 	assert.Equal(t, 0.25, Downstream(sampling.AlwaysSampleThreshold, 0.25, 3).Probability())
 }
 
-func TestRandomness(t *testing.T) {
+func TestTraceRandomness(t *testing.T) {
 	id := pcommon.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x11}
-	assert.Equal(t, sampling.TraceIDToRandomness(id), Randomness(id, ""))
-	assert.Equal(t, sampling.TraceIDToRandomness(id), Randomness(id, "vendor=rv:1"), "rv of another vendor is not ours")
-	rnd := Randomness(id, "ot=rv:00000000000001")
-	assert.Equal(t, uint64(1), rnd.Unsigned())
-	assert.Equal(t, sampling.TraceIDToRandomness(id), Randomness(id, "ot=rv:zz"), "a bad rv falls back to the trace ID")
+	of := func(ts string) sampling.Randomness {
+		s, _ := Parse(ts)
+		return s.TraceRandomness(id)
+	}
+	assert.Equal(t, sampling.TraceIDToRandomness(id), of(""))
+	assert.Equal(t, sampling.TraceIDToRandomness(id), of("vendor=rv:1"), "rv of another vendor is not ours")
+	assert.Equal(t, uint64(1), of("ot=rv:00000000000001").Unsigned())
+	assert.Equal(t, sampling.TraceIDToRandomness(id), of("ot=rv:zz"), "a bad rv falls back to the trace ID")
 }
 
 func TestWeightReader(t *testing.T) {

@@ -2,9 +2,12 @@ package budgettailsamplingprocessor
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
@@ -15,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
+	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 )
 
@@ -169,3 +173,30 @@ func observeTrace(o *outlierGroups, key string, dur time.Duration, id pcommon.Tr
 func groupKeys(o *outlierGroups) []string { return o.keys() }
 
 func unitWeight(string) float64 { return 1 }
+
+// feedConcurrently sends, from each of workers goroutines (as the OTLP
+// receiver does), batches requests of 20 traces, each split over two
+// requests; it returns the spans sent.
+func feedConcurrently(t *testing.T, p *budgetTailSampler, workers, batches int, opt workload.Options) *atomic.Int64 {
+	t.Helper()
+	var wg sync.WaitGroup
+	total := &atomic.Int64{}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(seed uint64) {
+			defer wg.Done()
+			o := opt
+			o.Seed = seed
+			g := workload.NewGenerator(o)
+			for i := 0; i < batches; i++ {
+				td, _ := g.Batch(20)
+				total.Add(int64(td.SpanCount()))
+				for _, part := range workload.Interleave(td, 2) {
+					assert.NoError(t, p.ConsumeTraces(context.Background(), part))
+				}
+			}
+		}(uint64(w + 1))
+	}
+	wg.Wait()
+	return total
+}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -444,23 +442,7 @@ func TestConcurrentIntakeWithBackgroundDecisions(t *testing.T) {
 	ts := newTestSampler(t, cfg)
 	ts.p.now = time.Now
 	require.NoError(t, ts.p.Start(context.Background(), nil))
-	var wg sync.WaitGroup
-	total := atomic.Int64{}
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func(seed uint64) {
-			defer wg.Done()
-			g := workload.NewGenerator(workload.Options{Services: 5, Seed: seed, ErrorEvery: 7})
-			for i := 0; i < 50; i++ {
-				td, _ := g.Batch(20)
-				total.Add(int64(td.SpanCount()))
-				for _, part := range workload.Interleave(td, 2) {
-					require.NoError(t, ts.p.ConsumeTraces(context.Background(), part))
-				}
-			}
-		}(uint64(w + 1))
-	}
-	wg.Wait()
+	total := feedConcurrently(t, ts.p, 4, 50, workload.Options{Services: 5, ErrorEvery: 7})
 	require.NoError(t, ts.p.Shutdown(context.Background()))
 	c, buffered, _ := ts.p.totals()
 	assert.Zero(t, buffered)

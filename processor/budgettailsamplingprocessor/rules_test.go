@@ -435,22 +435,7 @@ func TestRulesUnderConcurrentIntake(t *testing.T) {
 	ts := newTestSampler(t, cfg)
 	ts.p.now = time.Now
 	require.NoError(t, ts.p.Start(t.Context(), nil))
-	done := make(chan struct{})
-	for w := 0; w < 4; w++ {
-		go func(seed uint64) {
-			defer func() { done <- struct{}{} }()
-			g := workload.NewGenerator(workload.Options{Services: 3, Seed: seed})
-			for i := 0; i < 30; i++ {
-				td, _ := g.Batch(20)
-				for _, part := range workload.Interleave(td, 2) {
-					_ = ts.p.ConsumeTraces(t.Context(), part)
-				}
-			}
-		}(uint64(w + 1))
-	}
-	for range 4 {
-		<-done
-	}
+	feedConcurrently(t, ts.p, 4, 30, workload.Options{Services: 3})
 	require.NoError(t, ts.p.Shutdown(t.Context()))
 	c, buffered, _ := ts.p.totals()
 	assert.Zero(t, buffered)

@@ -33,10 +33,10 @@ func imageLayout(t *testing.T) v1.ImageIndex {
 	return idx
 }
 
-// files reads every regular file and folder of an image's layers.
-func files(t *testing.T, img v1.Image) map[string]*tar.Header {
+// walk calls f with every entry of an image's layers, in order, until f
+// returns true.
+func walk(t *testing.T, img v1.Image, f func(h *tar.Header, r io.Reader) (stop bool)) {
 	t.Helper()
-	out := map[string]*tar.Header{}
 	layers, err := img.Layers()
 	if err != nil {
 		t.Fatal(err)
@@ -55,46 +55,49 @@ func files(t *testing.T, img v1.Image) map[string]*tar.Header {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out["/"+strings.TrimSuffix(h.Name, "/")] = h
+			if f(h, tr) {
+				rc.Close()
+				return
+			}
 		}
 		rc.Close()
 	}
+}
+
+// files lists every file and folder of an image by path.
+func files(t *testing.T, img v1.Image) map[string]*tar.Header {
+	t.Helper()
+	out := map[string]*tar.Header{}
+	walk(t, img, func(h *tar.Header, _ io.Reader) bool {
+		out["/"+strings.TrimSuffix(h.Name, "/")] = h
+		return false
+	})
 	return out
 }
 
 // extract copies one file of an image out to dir.
 func extract(t *testing.T, img v1.Image, path, dir string) string {
 	t.Helper()
-	layers, _ := img.Layers()
-	for _, l := range layers {
-		rc, err := l.Uncompressed()
+	dst := ""
+	walk(t, img, func(h *tar.Header, r io.Reader) bool {
+		if "/"+h.Name != path {
+			return false
+		}
+		dst = filepath.Join(dir, filepath.Base(path))
+		f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, os.FileMode(h.Mode))
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := tar.NewReader(rc)
-		for {
-			h, err := tr.Next()
-			if err != nil {
-				break
-			}
-			if "/"+h.Name == path {
-				dst := filepath.Join(dir, filepath.Base(path))
-				f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, os.FileMode(h.Mode))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := io.Copy(f, tr); err != nil {
-					t.Fatal(err)
-				}
-				f.Close()
-				rc.Close()
-				return dst
-			}
+		defer f.Close()
+		if _, err := io.Copy(f, r); err != nil {
+			t.Fatal(err)
 		}
-		rc.Close()
+		return true
+	})
+	if dst == "" {
+		t.Fatalf("%s not in the image", path)
 	}
-	t.Fatalf("%s not in the image", path)
-	return ""
+	return dst
 }
 
 func TestImageLayout(t *testing.T) {
