@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
@@ -234,4 +235,15 @@ func TestCorrectionTakesOutASteadyOvershoot(t *testing.T) {
 	c := e.correction
 	e.update(small, 1, 1000)
 	assert.Equal(t, c, e.correction)
+}
+
+// Each service's baseline probability is exported, for the dashboard.
+func TestServiceBaselineProbabilityIsExported(t *testing.T) {
+	ts := newTestSampler(t, budgetConfig(200))
+	l := newLoad(ts, map[string]int{"noisy": 475, "quiet": 5}, 0)
+	l.run(30)
+	pol := ts.p.policy.Load()
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricServiceBaseline, attribute.String("service_name", "quiet")))
+	assert.InDelta(t, pol.baseline("noisy").p, ts.metric(metadata.MetricServiceBaseline, attribute.String("service_name", "noisy")), 1e-9)
+	assert.Less(t, ts.metric(metadata.MetricServiceBaseline, attribute.String("service_name", "noisy")), 0.2)
 }

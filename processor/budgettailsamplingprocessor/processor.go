@@ -228,6 +228,11 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 	pol := p.policy.Load()
 	o.ObserveFloat64(t.BudgetUtilization, pol.utilization)
 	o.ObserveFloat64(t.BaselineProb, pol.meanProb)
+	for svc, pr := range pol.services {
+		if !isRuleKey(svc) {
+			o.ObserveFloat64(t.ServiceBaseline, pr.p, metric.WithAttributeSet(attribute.NewSet(attribute.String("service_name", svc))))
+		}
+	}
 	o.ObserveInt64(t.Peers, p.peers.Load())
 	return nil
 }

@@ -26,6 +26,7 @@ const (
 	MetricDecisionLatency   = prefix + "decision_latency_seconds"
 	MetricForwardFailed     = prefix + "forward_failed_spans_total"
 	MetricRuleTraces        = prefix + "rule_traces_total"
+	MetricServiceBaseline   = prefix + "service_baseline_probability"
 	MetricRuleErrors        = prefix + "rule_errors_total"
 )
 
@@ -48,6 +49,7 @@ type Telemetry struct {
 	PriorityOverflow  metric.Int64ObservableCounter
 	ForwardFailed     metric.Int64ObservableCounter
 	RuleTraces        metric.Int64ObservableCounter
+	ServiceBaseline   metric.Float64ObservableGauge
 	RuleErrors        metric.Int64ObservableCounter
 	DecisionLatency   metric.Float64Histogram
 }
@@ -56,7 +58,7 @@ type Telemetry struct {
 func (t *Telemetry) Observables() []metric.Observable {
 	return []metric.Observable{t.Traces, t.Spans, t.Bytes, t.DroppedTooEarly, t.LateSpans, t.InvalidSpans,
 		t.BufferedTraces, t.BufferedBytes, t.BudgetUtilization, t.BaselineProb, t.Peers, t.PriorityOverflow, t.ForwardFailed,
-		t.RuleTraces, t.RuleErrors}
+		t.RuleTraces, t.RuleErrors, t.ServiceBaseline}
 }
 
 // NewTelemetry creates the instruments on the collector's meter provider.
@@ -88,6 +90,8 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.BaselineProb, err = m.Float64ObservableGauge(MetricBaselineProb, metric.WithDescription("Baseline sampling probability, volume-weighted over services."), metric.WithUnit("1"))
 	errs = errors.Join(errs, err)
 	t.Peers, err = m.Int64ObservableGauge(MetricPeers, metric.WithDescription("Sampler instances the budget is divided among."), metric.WithUnit("{instance}"))
+	errs = errors.Join(errs, err)
+	t.ServiceBaseline, err = m.Float64ObservableGauge(MetricServiceBaseline, metric.WithDescription("Baseline sampling probability of each service the policy tracks (at most max_services, the rest as _other), conditional on what arrives."), metric.WithUnit("1"))
 	errs = errors.Join(errs, err)
 	t.DecisionLatency, err = m.Float64Histogram(MetricDecisionLatency, metric.WithDescription("Time from a trace's first span to its decision."), metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60))
