@@ -6,6 +6,7 @@ TOOLS        := $(CURDIR)/.tools
 OCB          := $(TOOLS)/builder
 HELM         := $(TOOLS)/helm
 TELEMETRYGEN := $(TOOLS)/telemetrygen
+JAEGER       := $(TOOLS)/jaeger
 HELM_VERSION := v3.21.4
 BENCHSTAT    := $(TOOLS)/benchstat
 # golang.org/x/perf has no tags; this is the newest pseudo-version served.
@@ -65,6 +66,12 @@ $(OCB):
 $(HELM):
 	GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
+# A real tracing backend for the end-to-end test, built from its own module
+# (tools/jaeger pins Jaeger v1.75.0 as a tool): its collector versions differ
+# from ours and never enter our module graph.
+$(JAEGER): tools/jaeger/go.mod
+	cd tools/jaeger && $(GO) build -o $(JAEGER) github.com/jaegertracing/jaeger/cmd/jaeger
+
 # The load generator the README tells a newcomer to run; a test runs it as written.
 $(TELEMETRYGEN):
 	GOBIN=$(TOOLS) $(GO) install github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@$(OCB_VERSION)
@@ -73,7 +80,7 @@ $(BENCHSTAT):
 	GOBIN=$(TOOLS) $(GO) install golang.org/x/perf/cmd/benchstat@$(PERF_VERSION)
 
 # Go-installed tools the tests use.
-tools: $(OCB) $(HELM) $(TELEMETRYGEN)
+tools: $(OCB) $(HELM) $(TELEMETRYGEN) $(JAEGER)
 
 # promtool (alert rule tests) and prometheus (end-to-end scrapes) come from
 # Debian's `prometheus` package, installed when missing.
@@ -99,8 +106,8 @@ lint:
 unit:
 	$(GO) test -count=1 ./internal/... ./processor/...
 
-integration: deps build $(HELM) $(TELEMETRYGEN)
-	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) TELEMETRYGEN=$(TELEMETRYGEN) $(GO) test -count=1 -timeout 20m ./integration/...
+integration: deps build $(HELM) $(TELEMETRYGEN) $(JAEGER)
+	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) TELEMETRYGEN=$(TELEMETRYGEN) JAEGER=$(JAEGER) $(GO) test -count=1 -timeout 20m ./integration/...
 
 chart-test: deps build $(HELM)
 	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) $(GO) test -count=1 -run 'Chart|MemoryLimiter|AlertRules' ./integration/...
@@ -108,9 +115,9 @@ chart-test: deps build $(HELM)
 # What CI runs: lint, generated sources current, unit and integration tests
 # (the built binary against real OTLP peers on loopback), benchmarks compile
 # and run once.
-test: deps lint check-generate build $(HELM) $(TELEMETRYGEN) image-test
+test: deps lint check-generate build $(HELM) $(TELEMETRYGEN) $(JAEGER) image-test
 	@rm -f bin/e2e-report.txt
-	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) TELEMETRYGEN=$(TELEMETRYGEN) E2E_REPORT=$(CURDIR)/bin/e2e-report.txt $(GO) test -count=1 -timeout 30m ./...
+	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) TELEMETRYGEN=$(TELEMETRYGEN) JAEGER=$(JAEGER) E2E_REPORT=$(CURDIR)/bin/e2e-report.txt $(GO) test -count=1 -timeout 30m ./...
 	@cat bin/e2e-report.txt 2>/dev/null || true
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/... ./processor/...
 
