@@ -108,9 +108,9 @@ func TestE2EDashboardPanelsHaveData(t *testing.T) {
 // elsewhere: contrib's tail_sampling (TestE2EAlertsFire runs it), the
 // memory_limiter's refusals (TestE2EOverload) and exporter send failures.
 var onlyOnTrouble = map[string]bool{
-	"otelcol_processor_tail_sampling_sampling_trace_dropped_too_early": true,
-	"otelcol_processor_memory_limiter_refused_spans":                   true,
-	"otelcol_exporter_send_failed_spans":                               true,
+	"otelcol_processor_tail_sampling_sampling_trace_dropped_too_early_total": true,
+	"otelcol_processor_memory_limiter_refused_spans_total":                   true,
+	"otelcol_exporter_send_failed_spans_total":                               true,
 }
 
 // referencedSeries lists the otelcol_* series named in the alert rules and

@@ -271,7 +271,7 @@ func TestE2EAlertsFire(t *testing.T) {
 	assert.True(t, fired["dropped"], "dropped-too-early alert fires")
 	assert.True(t, fired["budget"], "per-service spend alert fires")
 	assert.True(t, fired["early"], "decided-early alert fires for our undersized sampler")
-	v, ok := prom.query(t, `max(otelcol_processor_span_cost_budget_utilization{service_name="checkout"})`)
+	v, ok := prom.query(t, `max(otelcol_processor_span_cost_budget_utilization_ratio{service_name="checkout"})`)
 	require.True(t, ok)
 	assert.Greater(t, v, 1.0)
 	reportRow("alerts fire", 0, 0, 0, 0, strings.TrimSpace(fmt.Sprintf("%v", fired)))
@@ -367,7 +367,7 @@ func TestE2EOverload(t *testing.T) {
 		for _, s := range tr.samplers {
 			f := s.metrics()
 			v, _ := metricValue(f, "otelcol_processor_budget_tail_sampling_spans_total", nil)
-			r, _ := metricValue(f, "otelcol_processor_memory_limiter_refused_spans", nil)
+			r, _ := metricValue(f, "otelcol_processor_memory_limiter_refused_spans_total", nil)
 			total += v
 			refused += r
 		}

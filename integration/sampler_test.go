@@ -62,7 +62,7 @@ func TestTailSamplerThroughTheBinary(t *testing.T) {
 	notSampled, _ := metricValue(fams, "otelcol_processor_budget_tail_sampling_traces_total", map[string]string{"decision": "not_sampled"})
 	assert.Positive(t, sampled)
 	assert.Greater(t, notSampled, sampled, "most traffic is sampled out at a 4× overload")
-	util, ok := metricValue(fams, "otelcol_processor_budget_tail_sampling_budget_utilization", nil)
+	util, ok := metricValue(fams, "otelcol_processor_budget_tail_sampling_budget_utilization_ratio", nil)
 	require.True(t, ok)
 	assert.InDelta(t, 1.0, util, 0.15)
 

@@ -99,9 +99,10 @@ telemetry:
             prometheus:
               host: 0.0.0.0
               port: 8888
-              # Pinned: the series names the alerts and the dashboard use.
-              without_type_suffix: true
-              without_units: true
+              # Pinned: type and unit suffixes (the series names the alerts and the
+              # dashboard use).
+              without_type_suffix: false
+              without_units: false
 {{- end -}}
 
 {{/* Pod-level settings shared by both tiers: pass (dict "root" $ "tier" .Values.gateway "component" "gateway"). */}}

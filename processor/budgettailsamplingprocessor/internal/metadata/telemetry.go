@@ -7,27 +7,29 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Metric names, exactly as the collector's Prometheus endpoint shows them
-// (it adds no type or unit suffix).
+// Instrument names, per OpenTelemetry's conventions: no type or unit suffix.
+// The collector's Prometheus endpoint (configured with type and unit
+// suffixes, pinned in every shipped config) adds them: a counter gets
+// _total, the histogram _seconds, a ratio (unit 1) _ratio.
 const (
 	prefix                  = "otelcol_processor_budget_tail_sampling_"
-	MetricTraces            = prefix + "traces_total"
-	MetricSpans             = prefix + "spans_total"
-	MetricBytes             = prefix + "bytes_total"
-	MetricDroppedTooEarly   = prefix + "trace_dropped_too_early_total"
-	MetricLateSpans         = prefix + "late_spans_total"
-	MetricInvalidSpans      = prefix + "invalid_spans_total"
+	MetricTraces            = prefix + "traces"
+	MetricSpans             = prefix + "spans"
+	MetricBytes             = prefix + "bytes"
+	MetricDroppedTooEarly   = prefix + "trace_dropped_too_early"
+	MetricLateSpans         = prefix + "late_spans"
+	MetricInvalidSpans      = prefix + "invalid_spans"
 	MetricBufferedTraces    = prefix + "buffered_traces"
 	MetricBufferedBytes     = prefix + "buffered_bytes"
 	MetricBudgetUtilization = prefix + "budget_utilization"
 	MetricBaselineProb      = prefix + "baseline_probability"
 	MetricPeers             = prefix + "peers"
-	MetricPriorityOverflow  = prefix + "priority_overflow_total"
-	MetricDecisionLatency   = prefix + "decision_latency_seconds"
-	MetricForwardFailed     = prefix + "forward_failed_spans_total"
-	MetricRuleTraces        = prefix + "rule_traces_total"
+	MetricPriorityOverflow  = prefix + "priority_overflow"
+	MetricDecisionLatency   = prefix + "decision_latency"
+	MetricForwardFailed     = prefix + "forward_failed_spans"
+	MetricRuleTraces        = prefix + "rule_traces"
 	MetricServiceBaseline   = prefix + "service_baseline_probability"
-	MetricRuleErrors        = prefix + "rule_errors_total"
+	MetricRuleErrors        = prefix + "rule_errors"
 )
 
 // Telemetry holds the processor's instruments. Counters are observable: the

@@ -11,15 +11,15 @@ import (
 // the collector adds no type or unit suffix, so counters carry `_total` in
 // their instrument name.
 const (
-	MetricSpans                = "otelcol_processor_span_cost_spans_total"
-	MetricBytes                = "otelcol_processor_span_cost_bytes_total"
-	MetricRepresentedSpans     = "otelcol_processor_span_cost_represented_spans_total"
-	MetricCost                 = "otelcol_processor_span_cost_cost_total"
+	MetricSpans                = "otelcol_processor_span_cost_spans"
+	MetricBytes                = "otelcol_processor_span_cost_bytes"
+	MetricRepresentedSpans     = "otelcol_processor_span_cost_represented_spans"
+	MetricCost                 = "otelcol_processor_span_cost_cost"
 	MetricProjectedMonthlyCost = "otelcol_processor_span_cost_projected_monthly_cost"
 	MetricBudgetUtilization    = "otelcol_processor_span_cost_budget_utilization"
 	MetricMonthlyBudget        = "otelcol_processor_span_cost_monthly_budget"
-	MetricSeriesOverflow       = "otelcol_processor_span_cost_series_overflow_total"
-	MetricInvalidTracestate    = "otelcol_processor_span_cost_invalid_tracestate_total"
+	MetricSeriesOverflow       = "otelcol_processor_span_cost_series_overflow"
+	MetricInvalidTracestate    = "otelcol_processor_span_cost_invalid_tracestate"
 )
 
 // Telemetry holds the processor's instruments. Per-series figures are
