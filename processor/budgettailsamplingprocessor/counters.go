@@ -68,6 +68,19 @@ type ruleCounters struct {
 	matched, kept, dropped, errors int64
 }
 
+// count records a decision, or a late fragment that followed one.
+func (c *counters) count(d decision, r reason, spans int, bytes int64) {
+	c.traces[d][r]++
+	c.spans[d] += int64(spans)
+	c.bytes[d] += bytes
+}
+
+// countLate records a late fragment that followed decision d.
+func (c *counters) countLate(d decision, r reason, spans int, bytes int64) {
+	c.late[d] += int64(spans)
+	c.count(d, r, spans, bytes)
+}
+
 func (c *counters) add(o *counters) {
 	for d := range c.traces {
 		for r := range c.traces[d] {

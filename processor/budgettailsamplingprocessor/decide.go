@@ -99,9 +99,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 	} else {
 		sh.notSampled.put(t.id, d)
 	}
-	sh.counters.traces[dec][r]++
-	sh.counters.spans[dec] += int64(t.spans)
-	sh.counters.bytes[dec] += t.bytes
+	sh.counters.count(dec, r, t.spans, t.bytes)
 }
 
 // dropByRule drops a trace a drop rule matched: not kept whatever the
@@ -116,9 +114,7 @@ func (p *budgetTailSampler) dropByRule(sh *shard, t *trace, ruleIdx int, cause r
 	if cause != reasonBaseline {
 		r = cause
 	}
-	sh.counters.traces[notSampled][r]++
-	sh.counters.spans[notSampled] += int64(t.spans)
-	sh.counters.bytes[notSampled] += t.bytes
+	sh.counters.count(notSampled, r, t.spans, t.bytes)
 }
 
 // enforceBounds decides the oldest traces of the whole processor, whichever

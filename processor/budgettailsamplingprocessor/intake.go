@@ -224,7 +224,7 @@ func (sp *splitter) readTraceState(f *fragment, span ptrace.Span) {
 	if problem == otep235.Inconsistent {
 		sp.invalid[invalidInconsistentThreshold]++
 	}
-	if s.HasThreshold && (!f.hasTIn || s.Threshold.Unsigned() > f.tIn.Unsigned()) {
+	if s.HasThreshold && (!f.hasTIn || sampling.ThresholdGreater(s.Threshold, f.tIn)) {
 		f.tIn, f.hasTIn = s.Threshold, true
 	}
 	if s.HasRandomness && !f.hasRnd {
@@ -282,11 +282,11 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, n
 	priming := p.priming.Load()
 	sh.fragments++
 	if d, ok := sh.sampled.get(id); ok {
-		p.followSampled(sh, f, d, m, priming, out)
+		p.followSampled(sh, f, d, p.lateSize(sh, f, m, priming), out)
 		return
 	}
 	if d, ok := sh.notSampled.get(id); ok {
-		p.followNotSampled(sh, id, f, d, m, priming, out)
+		p.followNotSampled(sh, id, f, d, p.lateSize(sh, f, m, priming), out)
 		return
 	}
 	t := sh.traces[id]
@@ -310,37 +310,37 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, n
 	}
 }
 
+// size is a late fragment's OTLP bytes and its volume in budget units.
+type size struct {
+	bytes int64
+	vol   float64
+}
+
+// lateSize sizes a late fragment, and counts it as intake while priming.
+func (p *budgetTailSampler) lateSize(sh *shard, f *fragment, m *ptrace.ProtoMarshaler, priming bool) size {
+	bytes := int64(m.TracesSize(f.td))
+	z := size{bytes: bytes, vol: p.unit.volume(f.spans, bytes+f.stampBytes)}
+	if priming {
+		sh.intake += z.vol
+	}
+	return z
+}
+
 // followSampled forwards a late fragment of a kept trace with its threshold;
 // it counts against the budget like the rest of the trace.
-func (p *budgetTailSampler) followSampled(sh *shard, f *fragment, d decided, m *ptrace.ProtoMarshaler, priming bool, out *keptSet) {
-	bytes := int64(m.TracesSize(f.td))
-	vol := p.unit.volume(f.spans, bytes+f.stampBytes)
-	sh.counters.late[sampled] += int64(f.spans)
-	sh.counters.traces[sampled][reasonLateSpan]++
-	sh.counters.spans[sampled] += int64(f.spans)
-	sh.counters.bytes[sampled] += bytes
-	sh.volumes.book(d, vol, true, p.cfg.MaxServices)
-	if priming {
-		sh.intake += vol
-	}
+func (p *budgetTailSampler) followSampled(sh *shard, f *fragment, d decided, z size, out *keptSet) {
+	sh.counters.countLate(sampled, reasonLateSpan, f.spans, z.bytes)
+	sh.volumes.book(d, z.vol, true, p.cfg.MaxServices)
 	out.addLate(f.td, d.th)
 }
 
 // followNotSampled drops a late fragment of a trace decided not-sampled,
 // unless it carries an error: then it is decided as an error trace on what
 // it holds (a partial error trace beats none), and what follows it too.
-func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *fragment, d decided, m *ptrace.ProtoMarshaler, priming bool, out *keptSet) {
-	bytes := int64(m.TracesSize(f.td))
-	vol := p.unit.volume(f.spans, bytes+f.stampBytes)
-	if priming {
-		sh.intake += vol
-	}
+func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *fragment, d decided, z size, out *keptSet) {
 	if d.rule >= 0 && p.rules.rules[d.rule].action == actionDrop {
 		// Dropped by a rule: whatever follows, errors included.
-		sh.counters.late[notSampled] += int64(f.spans)
-		sh.counters.traces[notSampled][reasonLateSpan]++
-		sh.counters.spans[notSampled] += int64(f.spans)
-		sh.counters.bytes[notSampled] += bytes
+		sh.counters.countLate(notSampled, reasonLateSpan, f.spans, z.bytes)
 		return
 	}
 	if f.hasError {
@@ -349,21 +349,15 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *f
 		if th.ShouldSample(f.randomness(id)) {
 			late := decided{th: th, service: d.service, class: reasonError, rule: -1}
 			sh.sampled.put(id, late)
-			sh.counters.late[sampled] += int64(f.spans)
-			sh.counters.traces[sampled][reasonLateError]++
-			sh.counters.spans[sampled] += int64(f.spans)
-			sh.counters.bytes[sampled] += bytes
-			sh.volumes.book(late, vol, true, p.cfg.MaxServices)
+			sh.counters.countLate(sampled, reasonLateError, f.spans, z.bytes)
+			sh.volumes.book(late, z.vol, true, p.cfg.MaxServices)
 			out.addLate(f.td, th)
 			return
 		}
 		sh.counters.overflow[classError]++
 	}
-	sh.counters.late[notSampled] += int64(f.spans)
-	sh.counters.traces[notSampled][reasonLateSpan]++
-	sh.counters.spans[notSampled] += int64(f.spans)
-	sh.counters.bytes[notSampled] += bytes
-	sh.volumes.book(d, vol, false, p.cfg.MaxServices)
+	sh.counters.countLate(notSampled, reasonLateSpan, f.spans, z.bytes)
+	sh.volumes.book(d, z.vol, false, p.cfg.MaxServices)
 }
 
 func otep235Downstream(tIn sampling.Threshold, p float64) sampling.Threshold {
