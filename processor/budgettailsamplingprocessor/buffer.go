@@ -20,8 +20,11 @@ type trace struct {
 	seq         uint64 // arrival order across shards, for forced decisions
 	chunks      [][]byte
 	bytes       int64
-	links       [2]link
+	links       [3]link
 	inRootList  bool
+	// handed: part of the trace came from a peer with an earlier arrival
+	// time; it waits in the shard's handed list instead of arrivals.
+	handed bool
 }
 
 // summary is what the policy decides on, gathered as spans arrive: per
@@ -96,6 +99,7 @@ type link struct{ prev, next *trace }
 const (
 	arrivalList = iota
 	rootList
+	handedList
 )
 
 // traceList is an intrusive FIFO: traces are appended in arrival order, so
@@ -148,6 +152,21 @@ func (c *idCache[V]) get(id pcommon.TraceID) (V, bool) {
 	return v, ok
 }
 
+// recent calls f with the entries newest first, until f returns false.
+func (c *idCache[V]) recent(f func(pcommon.TraceID, V) bool) {
+	n := len(c.ring)
+	newest := n - 1
+	if n == c.size {
+		newest = (c.next - 1 + n) % n
+	}
+	for i := range n {
+		id := c.ring[(newest-i+n)%n]
+		if !f(id, c.m[id]) {
+			return
+		}
+	}
+}
+
 func (c *idCache[V]) put(id pcommon.TraceID, v V) {
 	if _, ok := c.m[id]; ok {
 		c.m[id] = v
@@ -171,6 +190,7 @@ type decided struct {
 	service string // the key its volume is booked under
 	class   reason // the volume class: error, outlier, baseline or rule
 	rule    int16  // the rule that decided it, or -1
+	at      int64  // when, in Unix nanoseconds: recent decisions travel on handoff
 }
 
 // shard is one slice of the buffer, chosen by trace ID. The bounds
@@ -180,6 +200,10 @@ type shard struct {
 	traces     map[pcommon.TraceID]*trace
 	arrivals   traceList
 	roots      traceList
+	// handed holds traces whose first part arrived at another sampler:
+	// not in arrival order, so decideExpired scans it whole (it only holds
+	// what moved in the last ring change).
+	handed     traceList
 	bytes      int64
 	sampled    *idCache[decided]
 	notSampled *idCache[decided]
@@ -207,6 +231,7 @@ func newShard(cfg *Config, n int, totals *bufferTotals, rules int) *shard {
 		traces:     make(map[pcommon.TraceID]*trace),
 		arrivals:   traceList{which: arrivalList},
 		roots:      traceList{which: rootList},
+		handed:     traceList{which: handedList},
 		sampled:    newIDCache[decided](per(cfg.DecisionCache.SampledSize)),
 		notSampled: newIDCache[decided](per(cfg.DecisionCache.NotSampledSize)),
 		volumes:    newVolumes(rules),
@@ -218,7 +243,11 @@ func newShard(cfg *Config, n int, totals *bufferTotals, rules int) *shard {
 // remove takes t out of the buffer.
 func (s *shard) remove(t *trace) {
 	delete(s.traces, t.id)
-	s.arrivals.remove(t)
+	if t.handed {
+		s.handed.remove(t)
+	} else {
+		s.arrivals.remove(t)
+	}
 	if t.inRootList {
 		s.roots.remove(t)
 		t.inRootList = false
@@ -228,11 +257,43 @@ func (s *shard) remove(t *trace) {
 	s.totals.bytes.Add(-t.bytes)
 }
 
-// add puts a new trace in the buffer.
-func (s *shard) add(t *trace) {
+// add puts a new trace in the buffer; a handed one (from a peer) waits in
+// the handed list.
+func (s *shard) add(t *trace, handed bool) {
 	s.traces[t.id] = t
-	s.arrivals.pushBack(t)
+	t.handed = handed
+	if handed {
+		s.handed.pushBack(t)
+	} else {
+		s.arrivals.pushBack(t)
+	}
 	s.totals.traces.Add(1)
+}
+
+// oldest is the trace to decide first when the buffer must shrink.
+func (s *shard) oldest() *trace {
+	if s.arrivals.head != nil {
+		return s.arrivals.head
+	}
+	return s.handed.head
+}
+
+// arrivedEarlier moves t to the handed list with an earlier arrival time
+// (a peer held part of it first).
+func (s *shard) arrivedEarlier(t *trace, at time.Time) {
+	if !at.Before(t.arrived) {
+		return
+	}
+	t.arrived = at
+	if !t.handed {
+		s.arrivals.remove(t)
+		if t.inRootList {
+			s.roots.remove(t)
+			t.inRootList = false
+		}
+		t.handed = true
+		s.handed.pushBack(t)
+	}
 }
 
 // grow accounts a chunk appended to t.

@@ -17,9 +17,23 @@ func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 		for t := sh.roots.head; t != nil && now.Sub(t.rootArrived) >= p.cfg.DecisionWaitAfterRoot; t = sh.roots.head {
 			p.decide(sh, t, now, reasonBaseline, &out)
 		}
+		for t := sh.handed.head; t != nil; {
+			next := t.links[handedList].next
+			if p.expired(t, now) {
+				p.decide(sh, t, now, reasonBaseline, &out)
+			}
+			t = next
+		}
 		sh.mu.Unlock()
 		p.forward(ctx, &out)
 	}
+}
+
+// expired: the trace's wait is over, counted from when its first span, or
+// its root, arrived at whichever sampler first held it.
+func (p *budgetTailSampler) expired(t *trace, now time.Time) bool {
+	return now.Sub(t.arrived) >= p.cfg.DecisionWait ||
+		(t.hasRoot && now.Sub(t.rootArrived) >= p.cfg.DecisionWaitAfterRoot)
 }
 
 // decide runs the policy on t, removes it from the buffer and records the
@@ -38,14 +52,14 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 	if ruleIdx >= 0 {
 		matched = p.rules.rules[ruleIdx]
 		if matched.action == actionDrop {
-			p.dropByRule(sh, t, ruleIdx, cause)
+			p.dropByRule(sh, t, ruleIdx, cause, now)
 			return
 		}
 	}
 	pol := p.policy.Load()
 	// Every trace teaches its group's durations, errors included.
 	outlier := p.groups.observe(t.group, t.dur, tieBreak(t.id), now)
-	d := decided{service: pol.bookedService(t.service), class: reasonBaseline, rule: -1}
+	d := decided{service: pol.bookedService(t.service), class: reasonBaseline, rule: -1, at: now.UnixNano()}
 	prob := pol.baseline(t.service)
 	reasonText := reasonNames[reasonBaseline]
 	switch {
@@ -105,8 +119,8 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 // dropByRule drops a trace a drop rule matched: not kept whatever the
 // budget, not booked in it, not learned as an outlier; its late spans are
 // dropped too, errors included.
-func (p *budgetTailSampler) dropByRule(sh *shard, t *trace, ruleIdx int, cause reason) {
-	sh.notSampled.put(t.id, decided{class: reasonRule, rule: int16(ruleIdx)})
+func (p *budgetTailSampler) dropByRule(sh *shard, t *trace, ruleIdx int, cause reason, now time.Time) {
+	sh.notSampled.put(t.id, decided{class: reasonRule, rule: int16(ruleIdx), at: now.UnixNano()})
 	rc := &sh.counters.rules[ruleIdx]
 	rc.matched++
 	rc.dropped++
@@ -127,7 +141,7 @@ func (p *budgetTailSampler) enforceBounds(now time.Time, out *keptSet) {
 			return
 		}
 		sh.mu.Lock()
-		if t := sh.arrivals.head; t != nil {
+		if t := sh.oldest(); t != nil {
 			p.decide(sh, t, now, reasonForced, out)
 		}
 		sh.mu.Unlock()
@@ -141,7 +155,7 @@ func (p *budgetTailSampler) oldestShard() *shard {
 	var seq uint64
 	for _, sh := range p.shards {
 		sh.mu.Lock()
-		if h := sh.arrivals.head; h != nil && (oldest == nil || h.seq < seq) {
+		if h := sh.oldest(); h != nil && (oldest == nil || h.seq < seq) {
 			oldest, seq = sh, h.seq
 		}
 		sh.mu.Unlock()

@@ -52,8 +52,11 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 	var m ptrace.ProtoMarshaler
 	for id, f := range frags {
 		sh := p.shardOf(id)
+		if p.handoff != nil && p.handoff.proxy(sh, id, f, now) {
+			continue
+		}
 		sh.mu.Lock()
-		p.ingest(sh, id, f, now, &m, &out)
+		p.ingest(sh, id, f, arrivedNow(now), &m, &out)
 		sh.mu.Unlock()
 		p.enforceBounds(now, &out)
 	}
@@ -276,10 +279,20 @@ func (p *budgetTailSampler) groupKey(res pcommon.Map, span ptrace.Span) string {
 	return b.String()
 }
 
+// arrival is when a fragment's trace, and its root, first arrived: now for
+// what a gateway sends, earlier for what a peer hands over.
+type arrival struct {
+	at, rootAt time.Time
+	// handed: from a peer, which counted the volume as intake already.
+	handed bool
+}
+
+func arrivedNow(now time.Time) arrival { return arrival{at: now, rootAt: now} }
+
 // ingest buffers one fragment, or lets it follow its trace's decision;
 // called with sh.mu held.
-func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, now time.Time, m *ptrace.ProtoMarshaler, out *keptSet) {
-	priming := p.priming.Load()
+func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, a arrival, m *ptrace.ProtoMarshaler, out *keptSet) {
+	priming := p.priming.Load() && !a.handed
 	sh.fragments++
 	if d, ok := sh.sampled.get(id); ok {
 		p.followSampled(sh, f, d, p.lateSize(sh, f, m, priming), out)
@@ -290,9 +303,12 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, n
 		return
 	}
 	t := sh.traces[id]
-	if t == nil {
-		t = &trace{id: id, arrived: now, seq: p.seq.Add(1)}
-		sh.add(t)
+	switch {
+	case t == nil:
+		t = &trace{id: id, arrived: a.at, seq: p.seq.Add(1)}
+		sh.add(t, a.handed)
+	case a.handed:
+		sh.arrivedEarlier(t, a.at)
 	}
 	chunk, _ := m.MarshalTraces(f.td)
 	t.chunks = append(t.chunks, chunk)
@@ -301,12 +317,14 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, n
 		sh.intake += p.unit.volume(f.spans, int64(len(chunk))+f.stampBytes)
 	}
 	if t.merge(&f.summary) {
-		t.rootArrived = now
-		t.inRootList = true
-		sh.roots.pushBack(t)
+		t.rootArrived = a.rootAt
+		if !t.handed {
+			t.inRootList = true
+			sh.roots.pushBack(t)
+		}
 	}
 	if t.spans >= p.cfg.MaxSpansPerTrace {
-		p.decide(sh, t, now, reasonSpanLimit, out)
+		p.decide(sh, t, p.now(), reasonSpanLimit, out)
 	}
 }
 
@@ -347,7 +365,7 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *f
 		prob := p.policy.Load().errorProbability(d.service)
 		th := otep235Downstream(f.inThreshold(), prob.p)
 		if th.ShouldSample(f.randomness(id)) {
-			late := decided{th: th, service: d.service, class: reasonError, rule: -1}
+			late := decided{th: th, service: d.service, class: reasonError, rule: -1, at: d.at}
 			sh.sampled.put(id, late)
 			sh.counters.countLate(sampled, reasonLateError, f.spans, z.bytes)
 			sh.volumes.book(late, z.vol, true, p.cfg.MaxServices)

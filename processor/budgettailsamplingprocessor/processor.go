@@ -49,6 +49,9 @@ type budgetTailSampler struct {
 	priming atomic.Bool
 	prime   primeState
 
+	// handoff is nil unless handoff.enabled.
+	handoff *handoff
+
 	forwardFailed atomic.Int64
 	truncated     atomic.Int64 // tracestates cut to 32 members when th was written
 	stop          chan struct{}
@@ -89,6 +92,11 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	for range n {
 		p.shards = append(p.shards, newShard(cfg, n, &p.buffered, len(rules.rules)))
 	}
+	if cfg.Handoff.Enabled {
+		if p.handoff, err = newHandoff(p, set.TelemetrySettings); err != nil {
+			return nil, err
+		}
+	}
 	p.peers.Store(int64(cfg.Budget.Instances))
 	p.policy.Store(keepAllPolicy(len(rules.rules)))
 	p.startClock(p.now())
@@ -118,7 +126,12 @@ func (p *budgetTailSampler) Capabilities() consumer.Capabilities {
 	return consumer.Capabilities{MutatesData: true}
 }
 
-func (p *budgetTailSampler) Start(context.Context, component.Host) error {
+func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) error {
+	if p.handoff != nil {
+		if err := p.handoff.start(ctx, host); err != nil {
+			return err
+		}
+	}
 	p.startClock(p.now())
 	p.goEvery(p.tickInterval(), func() { p.decideExpired(context.Background()) })
 	p.goEvery(min(time.Second, p.cfg.AdjustInterval), p.tickAdjust)
@@ -153,22 +166,26 @@ func (p *budgetTailSampler) goEvery(d time.Duration, f func()) {
 	}()
 }
 
-// Shutdown decides and flushes every pending trace, as far as ctx allows;
-// traces it could not flush are counted as dropped too early.
+// Shutdown hands the buffer to the samplers that stay (with handoff), then
+// decides and flushes every pending trace, as far as ctx allows; traces it
+// could not flush are counted as dropped too early.
 func (p *budgetTailSampler) Shutdown(ctx context.Context) error {
 	p.stopOnce.Do(func() { close(p.stop) })
 	p.wg.Wait()
+	if p.handoff != nil {
+		p.handoff.leave(ctx)
+	}
 	now := p.now()
 	for _, sh := range p.shards {
 		var out keptSet
 		sh.mu.Lock()
 		if ctx.Err() != nil {
 			sh.counters.droppedTooEarly += int64(len(sh.traces))
-			for t := sh.arrivals.head; t != nil; t = sh.arrivals.head {
+			for t := sh.oldest(); t != nil; t = sh.oldest() {
 				sh.remove(t)
 			}
 		}
-		for t := sh.arrivals.head; t != nil; t = sh.arrivals.head {
+		for t := sh.oldest(); t != nil; t = sh.oldest() {
 			p.decide(sh, t, now, reasonBaseline, &out)
 		}
 		sh.mu.Unlock()
@@ -234,5 +251,8 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 		}
 	}
 	o.ObserveInt64(t.Peers, p.peers.Load())
+	if p.handoff != nil {
+		p.handoff.observe(t, o)
+	}
 	return nil
 }

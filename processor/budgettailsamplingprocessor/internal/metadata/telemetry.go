@@ -30,6 +30,13 @@ const (
 	MetricRuleTraces        = prefix + "rule_traces"
 	MetricServiceBaseline   = prefix + "service_baseline_probability"
 	MetricRuleErrors        = prefix + "rule_errors"
+	MetricHandoffTraces     = prefix + "handoff_traces"
+	MetricHandoffSpans      = prefix + "handoff_spans"
+	MetricHandoffDecisions  = prefix + "handoff_decisions"
+	MetricHandoffProxied    = prefix + "handoff_proxied_spans"
+	MetricHandoffFailed     = prefix + "handoff_failed_spans"
+	MetricRingMembers       = prefix + "ring_members"
+	MetricRingChanges       = prefix + "ring_changes"
 )
 
 // Telemetry holds the processor's instruments. Counters are observable: the
@@ -53,6 +60,13 @@ type Telemetry struct {
 	RuleTraces        metric.Int64ObservableCounter
 	ServiceBaseline   metric.Float64ObservableGauge
 	RuleErrors        metric.Int64ObservableCounter
+	HandoffTraces     metric.Int64ObservableCounter
+	HandoffSpans      metric.Int64ObservableCounter
+	HandoffDecisions  metric.Int64ObservableCounter
+	HandoffProxied    metric.Int64ObservableCounter
+	HandoffFailed     metric.Int64ObservableCounter
+	RingMembers       metric.Int64ObservableGauge
+	RingChanges       metric.Int64ObservableCounter
 	DecisionLatency   metric.Float64Histogram
 }
 
@@ -60,7 +74,8 @@ type Telemetry struct {
 func (t *Telemetry) Observables() []metric.Observable {
 	return []metric.Observable{t.Traces, t.Spans, t.Bytes, t.DroppedTooEarly, t.LateSpans, t.InvalidSpans,
 		t.BufferedTraces, t.BufferedBytes, t.BudgetUtilization, t.BaselineProb, t.Peers, t.PriorityOverflow, t.ForwardFailed,
-		t.RuleTraces, t.RuleErrors, t.ServiceBaseline}
+		t.RuleTraces, t.RuleErrors, t.ServiceBaseline,
+		t.HandoffTraces, t.HandoffSpans, t.HandoffDecisions, t.HandoffProxied, t.HandoffFailed, t.RingMembers, t.RingChanges}
 }
 
 // NewTelemetry creates the instruments on the collector's meter provider.
@@ -83,6 +98,14 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.ForwardFailed = counter(MetricForwardFailed, "Spans of kept traces the next consumer refused.", "{span}")
 	t.RuleTraces = counter(MetricRuleTraces, "Traces decided by a rule, by rule and outcome (matched, kept, dropped).", "{trace}")
 	t.RuleErrors = counter(MetricRuleErrors, "Rule conditions that failed to evaluate on a span, by rule (the condition counts as not matched).", "{span}")
+	t.HandoffTraces = counter(MetricHandoffTraces, "Buffered traces handed over on a ring change or at shutdown, by direction (sent, received).", "{trace}")
+	t.HandoffSpans = counter(MetricHandoffSpans, "Spans handed over (buffered traces and proxied fragments), by direction (sent, received).", "{span}")
+	t.HandoffDecisions = counter(MetricHandoffDecisions, "Recent decisions sent to, or received from, a trace's new owner, by direction.", "{decision}")
+	t.HandoffProxied = counter(MetricHandoffProxied, "Spans of traces this sampler does not own that it passed on to their owner.", "{span}")
+	t.HandoffFailed = counter(MetricHandoffFailed, "Spans meant for a peer that stayed here, by cause (send: refused or timed out after retries; queue_full; malformed: received without readable handoff metadata). They are decided here, as without handoff.", "{span}")
+	t.RingChanges = counter(MetricRingChanges, "Changes of the sampler ring (the gateways' routing) this sampler saw.", "{change}")
+	t.RingMembers, err = m.Int64ObservableGauge(MetricRingMembers, metric.WithDescription("Samplers in the ring this sampler computes from peers_dns (0 without handoff)."), metric.WithUnit("{instance}"))
+	errs = errors.Join(errs, err)
 	t.BufferedTraces, err = m.Int64ObservableGauge(MetricBufferedTraces, metric.WithDescription("Traces buffered awaiting a decision."), metric.WithUnit("{trace}"))
 	errs = errors.Join(errs, err)
 	t.BufferedBytes, err = m.Int64ObservableGauge(MetricBufferedBytes, metric.WithDescription("OTLP bytes buffered awaiting a decision."), metric.WithUnit("By"))

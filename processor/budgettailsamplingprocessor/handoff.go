@@ -1,0 +1,394 @@
+package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/ring"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
+)
+
+// The gateways route by trace ID on a hash ring of the samplers; when the
+// samplers change, the ring does, and a trace in flight is cut in two. With
+// handoff each sampler computes the gateways' ring from the same DNS name
+// and keeps only the traces it owns:
+//   - on a ring change it sends the buffered traces it no longer owns, and
+//     the decisions of the last window, to their owners (rebalance);
+//   - a fragment of a trace it does not own, from a gateway still on the
+//     old ring, goes on to the owner (proxy), unless this sampler already
+//     decided that trace: its late spans follow the decision here;
+//   - on shutdown it leaves the ring and hands everything over.
+// What cannot be sent (peer unreachable, queue full) stays and is decided
+// here, as without handoff. Peers speak OTLP/gRPC to each other's handoff
+// server; handoffwire.go is what rides along.
+//
+// The processor owns the client and server rather than an exporter in
+// another pipeline: it has to know, per trace, whether the peer took it
+// (else it keeps and decides it), and an exporter reports nothing back.
+type handoff struct {
+	p    *budgetTailSampler
+	cfg  *HandoffConfig
+	set  component.TelemetrySettings
+	self string // this sampler's ring endpoint
+	port string // where peers' handoff servers listen
+
+	ring    atomic.Pointer[ring.Ring]
+	leaving atomic.Bool
+	// foreign is set when a peer handed over a trace this sampler's ring
+	// gives to another (their views of the ring differ for a moment): the
+	// next refresh moves it on.
+	foreign atomic.Bool
+
+	mu     sync.Mutex
+	peers  map[string]*peer // by ring endpoint
+	exts   map[component.ID]component.Component
+	server *grpc.Server
+	served chan struct{}
+	wg     sync.WaitGroup // peers' senders
+
+	stats handoffStats
+}
+
+type handoffStats struct {
+	sentTraces, sentSpans, sentDecisions             atomic.Int64
+	receivedTraces, receivedSpans, receivedDecisions atomic.Int64
+	proxiedSpans                                     atomic.Int64
+	failedSpans                                      [numHandoffFailures]atomic.Int64
+	ringChanges                                      atomic.Int64
+}
+
+// Why spans meant for a peer stayed here.
+const (
+	failureSend      = iota // the peer refused or did not answer within the retries
+	failureQueueFull        // the peer's queue was full
+	failureMalformed        // a received handoff carried unreadable metadata (processed as fresh spans)
+	numHandoffFailures
+)
+
+var handoffFailureNames = [numHandoffFailures]string{"send", "queue_full", "malformed"}
+
+func newHandoff(p *budgetTailSampler, set component.TelemetrySettings) (*handoff, error) {
+	port, err := p.cfg.Handoff.serverPort()
+	if err != nil {
+		return nil, err
+	}
+	return &handoff{
+		p:     p,
+		cfg:   &p.cfg.Handoff,
+		set:   set,
+		self:  ring.Endpoint(net.ParseIP(p.cfg.Handoff.SelfAddress), p.cfg.Handoff.RingPort),
+		port:  port,
+		peers: map[string]*peer{},
+	}, nil
+}
+
+// ownerOf is the sampler the ring gives the trace to, and whether that is
+// this one. An empty ring (nothing resolved yet) leaves every trace here.
+func (h *handoff) ownerOf(id pcommon.TraceID) (string, bool) {
+	r := h.ring.Load()
+	if r.Size() == 0 {
+		return "", true
+	}
+	owner := r.Owner(id)
+	return owner, owner == h.self
+}
+
+// setMembers takes the addresses peers_dns resolved to; a new ring moves
+// what this sampler no longer owns.
+func (h *handoff) setMembers(ips []net.IP) {
+	if h.leaving.Load() {
+		return
+	}
+	r := ringOf(ips, h.cfg.RingPort)
+	old := h.ring.Swap(r)
+	switch {
+	case old == nil:
+	case !old.Equal(r):
+		h.stats.ringChanges.Add(1)
+		h.p.logger.Info("sampler ring changed; handing over the traces other samplers now own",
+			zap.Strings("members", r.Endpoints()), zap.Bool("member", r.Has(h.self)))
+		h.rebalance(true)
+		h.retirePeers(r)
+	case h.foreign.Swap(false):
+		h.rebalance(false)
+	}
+}
+
+// rebalance sends every buffered trace this sampler does not own to its
+// owner and, with decisions, the decisions of the last window whose traces
+// moved. A trace whose owner cannot take it now stays.
+func (h *handoff) rebalance(decisions bool) {
+	now := h.p.now()
+	cutoff := now.Add(-h.cfg.Window).UnixNano()
+	for _, sh := range h.p.shards {
+		sh.mu.Lock()
+		for id, t := range sh.traces {
+			owner, mine := h.ownerOf(id)
+			if mine {
+				continue
+			}
+			it := handoffItem{kind: recordTrace, id: id, chunks: t.chunks, arrived: t.arrived, spans: t.spans}
+			if t.hasRoot {
+				it.rootArrived = t.rootArrived
+			}
+			if h.send(owner, it) {
+				sh.remove(t)
+			}
+		}
+		if decisions {
+			for _, c := range []struct {
+				cache   *idCache[decided]
+				sampled bool
+			}{{sh.sampled, true}, {sh.notSampled, false}} {
+				c.cache.recent(func(id pcommon.TraceID, d decided) bool {
+					if d.at < cutoff {
+						return false
+					}
+					if owner, mine := h.ownerOf(id); !mine {
+						h.send(owner, handoffItem{kind: recordDecision, id: id, decision: d, sampled: c.sampled})
+					}
+					return true
+				})
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// proxy sends a fragment of a trace this sampler does not own, and has not
+// decided, to its owner; false: it stays here.
+func (h *handoff) proxy(sh *shard, id pcommon.TraceID, f *fragment, now time.Time) bool {
+	owner, mine := h.ownerOf(id)
+	if mine {
+		return false
+	}
+	sh.mu.Lock()
+	_, kept := sh.sampled.get(id)
+	_, dropped := sh.notSampled.get(id)
+	sh.mu.Unlock()
+	if kept || dropped {
+		return false
+	}
+	if !h.send(owner, handoffItem{kind: recordFragment, id: id, td: f.td, arrived: now, spans: f.spans}) {
+		return false
+	}
+	h.stats.proxiedSpans.Add(int64(f.spans))
+	return true
+}
+
+// send queues an item for a peer; false when its queue is full or the peer
+// failed a moment ago (the item stays here).
+func (h *handoff) send(endpoint string, it handoffItem) bool {
+	h.mu.Lock()
+	pr := h.peers[endpoint]
+	if pr == nil || pr.retired {
+		pr = h.newPeer(endpoint)
+		h.peers[endpoint] = pr
+	}
+	h.mu.Unlock()
+	if pr.enqueue(it) {
+		return true
+	}
+	if it.spans > 0 {
+		h.stats.failedSpans[failureQueueFull].Add(int64(it.spans))
+	}
+	return false
+}
+
+// retirePeers lets the senders of samplers no longer in the ring finish
+// their queue and close.
+func (h *handoff) retirePeers(r *ring.Ring) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ep, pr := range h.peers {
+		if !r.Has(ep) {
+			pr.retire()
+			delete(h.peers, ep)
+		}
+	}
+}
+
+// start opens the handoff server.
+func (h *handoff) start(ctx context.Context, host component.Host) error {
+	h.exts = host.GetExtensions()
+	srv, err := h.cfg.Server.ToServer(ctx, h.exts, h.set)
+	if err != nil {
+		return err
+	}
+	ln, err := h.cfg.Server.NetAddr.Listen(ctx)
+	if err != nil {
+		return err
+	}
+	registerHandoffServer(srv, h)
+	h.server, h.served = srv, make(chan struct{})
+	go func() {
+		defer close(h.served)
+		if err := srv.Serve(ln); err != nil {
+			h.p.logger.Error("handoff server stopped", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+// leave stops taking handoffs, leaves the ring and hands the buffer to the
+// samplers that stay, within shutdown_timeout. Whatever could not be sent
+// is back in the buffer when it returns.
+func (h *handoff) leave(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.ShutdownTimeout)
+	defer cancel()
+	h.stopServer(ctx)
+	h.leaving.Store(true)
+	r := h.ring.Load()
+	if r.Size() > 0 {
+		h.ring.Store(r.Without(h.self))
+	}
+	if h.ring.Load().Size() > 0 {
+		h.rebalance(true)
+	}
+	h.mu.Lock()
+	for _, pr := range h.peers {
+		pr.retire()
+	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		// Out of time: senders give up, and what they held comes back here.
+		h.mu.Lock()
+		for _, pr := range h.peers {
+			pr.abort()
+		}
+		h.mu.Unlock()
+		<-done
+	}
+}
+
+func (h *handoff) stopServer(ctx context.Context) {
+	if h.server == nil {
+		return
+	}
+	stopped := make(chan struct{})
+	go func() {
+		h.server.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		h.server.Stop()
+	}
+	<-h.served
+}
+
+// receive merges what a peer handed over (or what this sampler could not
+// send) into the buffer: traces keep the arrival times they had there,
+// fragments and decisions follow the trace's decision when it has one.
+// fromPeer is false for what this sampler's own sends gave back.
+func (h *handoff) receive(ctx context.Context, td ptrace.Traces, fromPeer bool) {
+	p := h.p
+	now := p.now()
+	records, malformed := takeRecords(td)
+	if malformed > 0 {
+		h.stats.failedSpans[failureMalformed].Add(int64(malformed))
+	}
+	if fromPeer {
+		h.countReceived(records, td)
+	}
+	var out keptSet
+	var m ptrace.ProtoMarshaler
+	for id, f := range p.split(td) {
+		rec := records[id]
+		a := arrival{at: now.Add(-rec.age), rootAt: now, handed: rec.kind == recordTrace}
+		if rec.hasRoot {
+			a.rootAt = now.Add(-rec.rootAge)
+		}
+		if _, mine := h.ownerOf(id); !mine {
+			h.foreign.Store(true)
+		}
+		sh := p.shardOf(id)
+		sh.mu.Lock()
+		p.ingest(sh, id, f, a, &m, &out)
+		sh.mu.Unlock()
+	}
+	for id, rec := range records {
+		if rec.kind != recordDecision {
+			continue
+		}
+		sh := p.shardOf(id)
+		sh.mu.Lock()
+		p.adoptDecision(sh, id, rec, now, &out)
+		sh.mu.Unlock()
+	}
+	p.enforceBounds(now, &out)
+	p.forward(ctx, &out)
+}
+
+// adoptDecision records a decision made by the trace's previous owner; what
+// this sampler already holds of the trace follows it, as late spans do.
+func (p *budgetTailSampler) adoptDecision(sh *shard, id pcommon.TraceID, rec handoffRecord, now time.Time, out *keptSet) {
+	d := rec.decision
+	d.at = now.Add(-rec.age).UnixNano()
+	if t := sh.traces[id]; t != nil {
+		sh.remove(t)
+		vol := p.unit.volume(t.spans, t.bytes+t.stampBytes)
+		dec := notSampled
+		if rec.sampled {
+			dec = sampled
+			out.add(t, d.th, "")
+		}
+		sh.counters.countLate(dec, reasonLateSpan, t.spans, t.bytes)
+		sh.volumes.book(d, vol, rec.sampled, p.cfg.MaxServices)
+	}
+	if rec.sampled {
+		sh.sampled.put(id, d)
+	} else {
+		sh.notSampled.put(id, d)
+	}
+}
+
+func (h *handoff) countReceived(records map[pcommon.TraceID]handoffRecord, td ptrace.Traces) {
+	for _, rec := range records {
+		switch rec.kind {
+		case recordTrace:
+			h.stats.receivedTraces.Add(1)
+		case recordDecision:
+			h.stats.receivedDecisions.Add(1)
+		}
+	}
+	h.stats.receivedSpans.Add(int64(td.SpanCount()))
+}
+
+func (h *handoff) observe(t *metadata.Telemetry, o metric.Observer) {
+	sent := metric.WithAttributeSet(attribute.NewSet(attribute.String("direction", "sent")))
+	received := metric.WithAttributeSet(attribute.NewSet(attribute.String("direction", "received")))
+	st := &h.stats
+	o.ObserveInt64(t.HandoffTraces, st.sentTraces.Load(), sent)
+	o.ObserveInt64(t.HandoffTraces, st.receivedTraces.Load(), received)
+	o.ObserveInt64(t.HandoffSpans, st.sentSpans.Load(), sent)
+	o.ObserveInt64(t.HandoffSpans, st.receivedSpans.Load(), received)
+	o.ObserveInt64(t.HandoffDecisions, st.sentDecisions.Load(), sent)
+	o.ObserveInt64(t.HandoffDecisions, st.receivedDecisions.Load(), received)
+	o.ObserveInt64(t.HandoffProxied, st.proxiedSpans.Load())
+	for i := range st.failedSpans {
+		o.ObserveInt64(t.HandoffFailed, st.failedSpans[i].Load(),
+			metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", handoffFailureNames[i]))))
+	}
+	o.ObserveInt64(t.RingMembers, int64(h.ring.Load().Size()))
+	o.ObserveInt64(t.RingChanges, st.ringChanges.Load())
+}

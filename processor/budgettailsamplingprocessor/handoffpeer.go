@@ -1,0 +1,225 @@
+package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/ring"
+)
+
+// A request to a peer holds at most this many items.
+const maxItemsPerRequest = 512
+
+// A peer that failed is not offered new traces for this long: they stay
+// and are decided here rather than wait out its retries.
+const peerDownFor = 2 * time.Second
+
+// peer is the sender to one other sampler: a bounded queue drained by one
+// goroutine, which sends in batches with the configured timeout and retries
+// and gives back what the peer would not take.
+type peer struct {
+	h        *handoff
+	endpoint string
+	addr     string
+
+	mu        sync.Mutex
+	queue     []handoffItem
+	wake      chan struct{}
+	retired   bool
+	downUntil time.Time
+	ctx       context.Context
+	cancel    context.CancelFunc
+}
+
+func (h *handoff) newPeer(endpoint string) *peer {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr := &peer{
+		h:        h,
+		endpoint: endpoint,
+		addr:     net.JoinHostPort(ring.Host(endpoint), h.port),
+		wake:     make(chan struct{}, 1),
+		ctx:      ctx,
+		cancel:   cancel,
+	}
+	h.wg.Add(1)
+	go pr.run()
+	return pr
+}
+
+func (pr *peer) enqueue(it handoffItem) bool {
+	pr.mu.Lock()
+	if pr.retired || len(pr.queue) >= pr.h.cfg.QueueSize || time.Now().Before(pr.downUntil) {
+		pr.mu.Unlock()
+		return false
+	}
+	pr.queue = append(pr.queue, it)
+	pr.mu.Unlock()
+	select {
+	case pr.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// retire: send what is queued, then stop.
+func (pr *peer) retire() {
+	pr.mu.Lock()
+	pr.retired = true
+	pr.mu.Unlock()
+	select {
+	case pr.wake <- struct{}{}:
+	default:
+	}
+}
+
+// abort gives up sending: queued items come back to this sampler.
+func (pr *peer) abort() {
+	pr.retire()
+	pr.cancel()
+}
+
+func (pr *peer) take() ([]handoffItem, bool) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	n := min(len(pr.queue), maxItemsPerRequest)
+	batch := pr.queue[:n:n]
+	pr.queue = pr.queue[n:]
+	if len(pr.queue) == 0 {
+		pr.queue = nil
+	}
+	return batch, pr.retired && n == 0
+}
+
+func (pr *peer) run() {
+	defer pr.h.wg.Done()
+	defer pr.cancel()
+	var conn *grpc.ClientConn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}()
+	for {
+		batch, done := pr.take()
+		if done {
+			return
+		}
+		if len(batch) == 0 {
+			<-pr.wake
+			continue
+		}
+		if conn == nil {
+			var err error
+			if conn, err = pr.dial(); err != nil {
+				pr.h.p.logger.Warn("cannot connect to handoff peer", zap.String("peer", pr.addr), zap.Error(err))
+			}
+		}
+		pr.deliver(conn, batch)
+	}
+}
+
+func (pr *peer) dial() (*grpc.ClientConn, error) {
+	cc := pr.h.cfg.Client
+	cc.Endpoint = pr.addr
+	return cc.ToClientConn(pr.ctx, pr.h.exts, pr.h.set)
+}
+
+// deliver sends a batch, retrying per retry_on_failure; on failure the
+// batch is taken back into this sampler's buffer.
+func (pr *peer) deliver(conn *grpc.ClientConn, batch []handoffItem) {
+	h := pr.h
+	td := ptrace.NewTraces()
+	var u ptrace.ProtoUnmarshaler
+	for i := range batch {
+		if err := batch[i].encode(td, h.p.now(), &u); err != nil {
+			h.p.logger.Error("cannot decode a buffered fragment for handoff", zap.Error(err))
+		}
+	}
+	err := errors.New("no connection")
+	if conn != nil {
+		err = pr.export(ptraceotlp.NewGRPCClient(conn), td)
+	}
+	if err == nil {
+		for _, it := range batch {
+			switch it.kind {
+			case recordTrace:
+				h.stats.sentTraces.Add(1)
+			case recordDecision:
+				h.stats.sentDecisions.Add(1)
+			}
+			h.stats.sentSpans.Add(int64(it.spans))
+		}
+		return
+	}
+	pr.mu.Lock()
+	pr.downUntil = time.Now().Add(peerDownFor)
+	pr.mu.Unlock()
+	spans := td.SpanCount()
+	h.stats.failedSpans[failureSend].Add(int64(spans))
+	h.p.logger.Warn("handoff to peer failed; deciding its traces here", zap.String("peer", pr.addr), zap.Int("spans", spans), zap.Error(err))
+	h.receive(context.Background(), td, false)
+}
+
+func (pr *peer) export(client ptraceotlp.GRPCClient, td ptrace.Traces) error {
+	cfg := pr.h.cfg
+	req := ptraceotlp.NewExportRequestFromTraces(td)
+	attempt := func() (struct{}, error) {
+		ctx, cancel := context.WithTimeout(pr.ctx, cfg.Timeout)
+		defer cancel()
+		_, err := client.Export(ctx, req)
+		if err != nil && !retryable(err) {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}
+	if !cfg.RetryOnFailure.Enabled {
+		_, err := attempt()
+		return err
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = cfg.RetryOnFailure.InitialInterval
+	b.MaxInterval = cfg.RetryOnFailure.MaxInterval
+	b.Multiplier = cfg.RetryOnFailure.Multiplier
+	b.RandomizationFactor = cfg.RetryOnFailure.RandomizationFactor
+	_, err := backoff.Retry(pr.ctx, attempt, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(cfg.RetryOnFailure.MaxElapsedTime))
+	return err
+}
+
+// retryable: what OTLP says a client may retry.
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Canceled, codes.DeadlineExceeded, codes.Aborted, codes.OutOfRange,
+		codes.Unavailable, codes.DataLoss, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// handoffServer takes peers' handoffs.
+type handoffServer struct {
+	ptraceotlp.UnimplementedGRPCServer
+	h *handoff
+}
+
+func registerHandoffServer(srv *grpc.Server, h *handoff) {
+	ptraceotlp.RegisterGRPCServer(srv, &handoffServer{h: h})
+}
+
+func (s *handoffServer) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	if s.h.leaving.Load() {
+		return ptraceotlp.NewExportResponse(), status.Error(codes.Unavailable, "sampler is leaving the ring")
+	}
+	s.h.receive(ctx, req.Traces(), true)
+	return ptraceotlp.NewExportResponse(), nil
+}
