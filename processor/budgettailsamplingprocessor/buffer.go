@@ -196,10 +196,10 @@ type decided struct {
 // shard is one slice of the buffer, chosen by trace ID. The bounds
 // (max_traces, max_buffered_bytes) are the processor's, not the shard's.
 type shard struct {
-	mu         sync.Mutex
-	traces     map[pcommon.TraceID]*trace
-	arrivals   traceList
-	roots      traceList
+	mu       sync.Mutex
+	traces   map[pcommon.TraceID]*trace
+	arrivals traceList
+	roots    traceList
 	// handed holds traces whose first part arrived at another sampler:
 	// not in arrival order, so decideExpired scans it whole (it only holds
 	// what moved in the last ring change).

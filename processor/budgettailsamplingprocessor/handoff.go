@@ -29,6 +29,7 @@ import (
 //     old ring, goes on to the owner (proxy), unless this sampler already
 //     decided that trace: its late spans follow the decision here;
 //   - on shutdown it leaves the ring and hands everything over.
+//
 // What cannot be sent (peer unreachable, queue full) stays and is decided
 // here, as without handoff. Peers speak OTLP/gRPC to each other's handoff
 // server; handoffwire.go is what rides along.
@@ -56,6 +57,8 @@ type handoff struct {
 	server *grpc.Server
 	served chan struct{}
 	wg     sync.WaitGroup // peers' senders
+	// pending counts items queued or being sent to peers.
+	pending atomic.Int64
 
 	stats handoffStats
 }

@@ -64,6 +64,7 @@ func (pr *peer) enqueue(it handoffItem) bool {
 		return false
 	}
 	pr.queue = append(pr.queue, it)
+	pr.h.pending.Add(1)
 	pr.mu.Unlock()
 	select {
 	case pr.wake <- struct{}{}:
@@ -126,6 +127,7 @@ func (pr *peer) run() {
 			}
 		}
 		pr.deliver(conn, batch)
+		pr.h.pending.Add(-int64(len(batch)))
 	}
 }
 

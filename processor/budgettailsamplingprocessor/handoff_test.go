@@ -1,0 +1,442 @@
+package budgettailsamplingprocessor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/otel/attribute"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
+	"github.com/otelcol-cost/otelcol-cost/internal/ring"
+	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+)
+
+// members is what the fake DNS answers for peers_dns.
+type members struct {
+	mu  sync.Mutex
+	ips []net.IP
+}
+
+func (m *members) set(addrs ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ips = nil
+	for _, a := range addrs {
+		m.ips = append(m.ips, net.ParseIP(a))
+	}
+}
+
+func (m *members) lookup(_ context.Context, network, _ string) ([]net.IP, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if network != "ip4" || len(m.ips) == 0 {
+		return nil, errors.New("no such host")
+	}
+	return append([]net.IP(nil), m.ips...), nil
+}
+
+// handoffTier is samplers on 127.0.0.2, .3, … with handoff servers on one
+// port, a fake DNS and one fake clock; the samplers' tickers do not run:
+// tests refresh the ring and decide by hand.
+type handoffTier struct {
+	t        *testing.T
+	port     int
+	dns      *members
+	clock    atomic.Int64
+	samplers map[string]*testSampler // by address
+}
+
+func newHandoffTier(t *testing.T, addrs []string, tune func(*Config)) *handoffTier {
+	ht := &handoffTier{t: t, dns: &members{}, samplers: map[string]*testSampler{}}
+	ht.clock.Store(time.Unix(1_700_000_000, 0).UnixNano())
+	port, err := procwatch.FreePort()
+	require.NoError(t, err)
+	ht.port = port
+	for _, a := range addrs {
+		ht.start(a, tune)
+	}
+	return ht
+}
+
+func (ht *handoffTier) now() time.Time { return time.Unix(0, ht.clock.Load()) }
+
+func (ht *handoffTier) advance(d time.Duration) {
+	ht.clock.Add(int64(d))
+	for _, ts := range ht.samplers {
+		ts.p.decideExpired(context.Background())
+	}
+}
+
+func (ht *handoffTier) start(addr string, tune func(*Config)) *testSampler {
+	cfg := testConfig()
+	cfg.Budget.SpansPerSecond = 1e9 // keep everything: a split shows as a trace at two sinks
+	cfg.Budget.PeersDNS = "samplers.test"
+	cfg.Handoff.Enabled = true
+	cfg.Handoff.SelfAddress = addr
+	cfg.Handoff.Server.NetAddr.Endpoint = fmt.Sprintf("%s:%d", addr, ht.port)
+	cfg.Handoff.RetryOnFailure.MaxInterval = 200 * time.Millisecond
+	cfg.Handoff.RetryOnFailure.MaxElapsedTime = 500 * time.Millisecond
+	cfg.Handoff.Timeout = 300 * time.Millisecond
+	if tune != nil {
+		tune(cfg)
+	}
+	ts := newTestSampler(ht.t, cfg)
+	ts.p.now = ht.now
+	ts.p.lookup = ht.dns.lookup
+	ts.p.policy.Store(keepAllPolicy(0))
+	ts.p.priming.Store(false)
+	require.NoError(ht.t, ts.p.handoff.start(context.Background(), componenttest.NewNopHost()))
+	ht.t.Cleanup(func() { ts.p.handoff.leave(context.Background()) })
+	ht.samplers[addr] = ts
+	return ts
+}
+
+// resolve gives every sampler the DNS answer now.
+func (ht *handoffTier) resolve(addrs ...string) {
+	ht.dns.set(addrs...)
+	for _, ts := range ht.samplers {
+		ts.p.refreshPeers()
+	}
+}
+
+// settle waits until no sampler has anything queued for, or in flight to, a peer.
+func (ht *handoffTier) settle() {
+	ht.t.Helper()
+	require.Eventually(ht.t, func() bool {
+		for _, ts := range ht.samplers {
+			if ts.p.handoff.pending.Load() != 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// where maps each kept trace to the samplers whose sink holds its spans,
+// with the count of spans.
+func (ht *handoffTier) where() map[pcommon.TraceID]map[string]int {
+	out := map[pcommon.TraceID]map[string]int{}
+	for addr, ts := range ht.samplers {
+		for id, spans := range ts.keptSpans() {
+			if out[id] == nil {
+				out[id] = map[string]int{}
+			}
+			out[id][addr] += len(spans)
+		}
+	}
+	return out
+}
+
+// multipart sends n traces of 6 spans, the first parts now and the root
+// last, and returns the last parts (to be sent later) by trace ID.
+func multipart(t *testing.T, to *testSampler, n int) map[pcommon.TraceID]ptrace.Traces {
+	g := workload.NewGenerator(workload.Options{Services: 4, SpansPerTrace: 6, Seed: 11, Start: to.p.now()})
+	later := map[pcommon.TraceID]ptrace.Traces{}
+	for range n {
+		td := ptrace.NewTraces()
+		tr := g.Next(td)
+		parts := workload.Interleave(td, 2)
+		require.NoError(t, to.p.ConsumeTraces(context.Background(), parts[1]))
+		later[tr.ID] = parts[0] // the part with the root
+	}
+	return later
+}
+
+func TestHandoffMovesTracesToTheirNewOwnerWithTheirArrivalTime(t *testing.T) {
+	ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3"}, nil)
+	a, b := ht.samplers["127.0.0.2"], ht.samplers["127.0.0.3"]
+	ht.resolve("127.0.0.2") // B is not in the ring yet: A owns everything
+	later := multipart(t, a, 300)
+	require.EqualValues(t, 300, a.p.buffered.traces.Load())
+
+	ht.advance(4 * time.Second)
+	ht.resolve("127.0.0.2", "127.0.0.3") // scale out: B joins
+	ht.settle()
+	r := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317"})
+	toB := 0
+	for id := range later {
+		if r.Owner(id) == "127.0.0.3:4317" {
+			toB++
+		}
+	}
+	require.Positive(t, toB)
+	assert.EqualValues(t, 300-toB, a.p.buffered.traces.Load(), "A keeps only what it owns")
+	assert.EqualValues(t, toB, b.p.buffered.traces.Load(), "B holds what moved")
+	assert.EqualValues(t, toB, b.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("received")))
+	assert.EqualValues(t, toB, a.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("sent")))
+
+	// Gateways still on the old ring send the roots to A: A passes B's on.
+	for _, part := range later {
+		require.NoError(t, a.p.ConsumeTraces(context.Background(), part))
+	}
+	ht.settle()
+	assert.EqualValues(t, toB, b.p.buffered.traces.Load())
+	assert.Positive(t, a.metric("otelcol_processor_budget_tail_sampling_handoff_proxied_spans"))
+
+	// Decision_wait (10 s) counts from the first arrival at A, 4 s before
+	// the handoff: both decide at 10 s, not 14.
+	ht.advance(1 * time.Second) // the roots arrived at 4 s: 2 s after root is 6 s
+	ht.advance(1 * time.Second)
+	assert.Zero(t, a.p.buffered.traces.Load()+b.p.buffered.traces.Load(), "decided 2 s after the root, as without handoff")
+	assertWhole(t, ht.where(), 300)
+}
+
+func attributeDirection(d string) attribute.KeyValue { return attribute.String("direction", d) }
+
+func TestHandedTracesKeepTheirDecisionWait(t *testing.T) {
+	ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3"}, nil)
+	a, b := ht.samplers["127.0.0.2"], ht.samplers["127.0.0.3"]
+	ht.resolve("127.0.0.2")
+	later := multipart(t, a, 100) // no root yet: decision_wait (10 s) applies
+	ht.advance(6 * time.Second)
+	ht.resolve("127.0.0.3") // A leaves the ring
+	ht.settle()
+	require.Zero(t, a.p.buffered.traces.Load())
+	require.EqualValues(t, len(later), b.p.buffered.traces.Load())
+	ht.advance(3 * time.Second)
+	assert.EqualValues(t, len(later), b.p.buffered.traces.Load(), "9 s after the first span: still waiting")
+	ht.advance(1100 * time.Millisecond)
+	assert.Zero(t, b.p.buffered.traces.Load(), "10 s after the first span arrived at A: decided at B")
+}
+
+func TestRecentDecisionsTravelWithTheRing(t *testing.T) {
+	ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3"}, func(c *Config) { c.Handoff.Window = 20 * time.Second })
+	a, b := ht.samplers["127.0.0.2"], ht.samplers["127.0.0.3"]
+	ht.resolve("127.0.0.2")
+	// A decides: half kept, half not (a baseline of 0.5 on trace randomness).
+	storeBaselinePolicy(a, "svc", 0.5)
+	var ids []pcommon.TraceID
+	for i := range 200 {
+		id := traceIDWithRandomness(uint64(i+1), float64(i%100)/100)
+		ids = append(ids, id)
+		require.NoError(t, a.p.ConsumeTraces(context.Background(), oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond)))
+	}
+	ht.advance(3 * time.Second)
+	require.Zero(t, a.p.buffered.traces.Load())
+	keptAtA := a.keptSpans()
+	require.NotEmpty(t, keptAtA)
+	require.Less(t, len(keptAtA), 200)
+
+	ht.resolve("127.0.0.2", "127.0.0.3")
+	ht.settle()
+	// Late spans of the moved traces reach B (gateways on the new ring).
+	r := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317"})
+	moved := 0
+	for _, id := range ids {
+		if r.Owner(id) == "127.0.0.3:4317" {
+			moved++
+			require.NoError(t, b.p.ConsumeTraces(context.Background(), oneSpan("svc", id, 2, 1, ht.now(), time.Millisecond)))
+		}
+	}
+	require.Positive(t, moved)
+	assert.Zero(t, b.p.buffered.traces.Load(), "late spans follow the decision made at A, not a new one")
+	for id, spans := range b.keptSpans() {
+		_, keptBefore := keptAtA[id]
+		assert.True(t, keptBefore, "B keeps late spans only of traces A kept")
+		assert.Equal(t, thOf(keptAtA[id][0]), thOf(spans[0]), "with A's threshold")
+	}
+	keptLate := 0
+	for _, id := range ids {
+		if _, ok := keptAtA[id]; ok && r.Owner(id) == "127.0.0.3:4317" {
+			keptLate++
+		}
+	}
+	assert.Len(t, b.keptSpans(), keptLate)
+	assert.EqualValues(t, moved, b.metric("otelcol_processor_budget_tail_sampling_handoff_decisions", attributeDirection("received")))
+
+	// Decisions older than the window stay: they are not worth the traffic.
+	ht.advance(30 * time.Second)
+	before := a.metric("otelcol_processor_budget_tail_sampling_handoff_decisions", attributeDirection("sent"))
+	ht.resolve("127.0.0.2")
+	ht.resolve("127.0.0.2", "127.0.0.3")
+	ht.settle()
+	assert.Equal(t, before, a.metric("otelcol_processor_budget_tail_sampling_handoff_decisions", attributeDirection("sent")))
+}
+
+func thOf(s ptrace.Span) string { return s.TraceState().AsRaw() }
+
+func TestGracefulLeaveHandsTheBufferOver(t *testing.T) {
+	ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}, nil)
+	a := ht.samplers["127.0.0.2"]
+	ht.resolve("127.0.0.2", "127.0.0.3", "127.0.0.4")
+	r := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317", "127.0.0.4:4317"})
+	later := multipart(t, a, 300)
+	owned := 0
+	for id := range later {
+		if r.Owner(id) == "127.0.0.2:4317" {
+			owned++
+		}
+	}
+	require.Positive(t, owned)
+	ht.settle() // what A does not own went on at once
+	require.EqualValues(t, owned, a.p.buffered.traces.Load())
+
+	ht.dns.set("127.0.0.3", "127.0.0.4") // A's endpoint leaves the Service, then SIGTERM
+	require.NoError(t, a.p.Shutdown(context.Background()))
+	assert.Empty(t, a.sink.AllTraces(), "A decided nothing: it handed everything over")
+	for addr, ts := range ht.samplers {
+		if addr == "127.0.0.2" {
+			continue
+		}
+		ts.p.refreshPeers() // the others see A gone
+		for id, part := range later {
+			if r.Without("127.0.0.2:4317").Owner(id) == addr+":4317" {
+				require.NoError(t, ts.p.ConsumeTraces(context.Background(), part))
+			}
+		}
+	}
+	ht.settle()
+	ht.advance(11 * time.Second)
+	assertWhole(t, ht.where(), 300)
+}
+
+// refusingPeer answers every handoff with an error after delay.
+type refusingPeer struct {
+	ptraceotlp.UnimplementedGRPCServer
+	delay time.Duration
+	calls atomic.Int64
+}
+
+func (r *refusingPeer) Export(ctx context.Context, _ ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	r.calls.Add(1)
+	select {
+	case <-time.After(r.delay):
+	case <-ctx.Done():
+	}
+	return ptraceotlp.NewExportResponse(), status.Error(codes.Unavailable, "refusing")
+}
+
+func TestPeerThatRefusesOrHangsDegradesToLocalDecisions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+		serve bool
+	}{
+		{"nobody listening", 0, false},
+		{"refuses", 0, true},
+		{"hangs past the timeout", 5 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ht := newHandoffTier(t, []string{"127.0.0.2"}, nil)
+			a := ht.samplers["127.0.0.2"]
+			if tc.serve {
+				srv := grpc.NewServer()
+				peer := &refusingPeer{delay: tc.delay}
+				ptraceotlp.RegisterGRPCServer(srv, peer)
+				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.3:%d", ht.port))
+				require.NoError(t, err)
+				go func() { _ = srv.Serve(ln) }()
+				t.Cleanup(srv.Stop)
+				defer func() { assert.Positive(t, peer.calls.Load()) }()
+			}
+			ht.resolve("127.0.0.2")
+			later := multipart(t, a, 200)
+			ht.resolve("127.0.0.2", "127.0.0.3")
+			// Intake never waits for the peer: roots of traces the peer owns
+			// are queued (or kept here) at once.
+			start := time.Now()
+			for _, part := range later {
+				require.NoError(t, a.p.ConsumeTraces(context.Background(), part))
+			}
+			assert.Less(t, time.Since(start), 2*time.Second, "intake does not stall on a bad peer")
+			ht.settle()
+			assert.EqualValues(t, 200, a.p.buffered.traces.Load(), "what the peer did not take is back in A's buffer")
+			assert.Positive(t, a.metric("otelcol_processor_budget_tail_sampling_handoff_failed_spans", attribute.String("cause", "send")))
+			ht.advance(11 * time.Second)
+			where := ht.where()
+			assert.Len(t, where, 200, "every trace decided and kept at A")
+			for _, at := range where {
+				assert.Equal(t, 6, at["127.0.0.2"])
+			}
+		})
+	}
+}
+
+func TestHandoffRecordsRoundTripAndRejectGarbage(t *testing.T) {
+	id := pcommon.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	rec := handoffRecord{kind: recordDecision, age: 3 * time.Second, sampled: true,
+		decision: decided{th: otep235Downstream(sampling.AlwaysSampleThreshold, 0.25), service: "checkout", class: reasonOutlier, rule: -1}}
+	gotID, got, ok := unmarshalRecord(rec.marshal(id))
+	require.True(t, ok)
+	assert.Equal(t, id, gotID)
+	assert.Equal(t, rec.decision.th, got.decision.th)
+	assert.Equal(t, rec.decision.service, got.decision.service)
+	assert.Equal(t, rec.decision.class, got.decision.class)
+	assert.Equal(t, rec.decision.rule, got.decision.rule)
+	assert.True(t, got.sampled)
+	assert.Equal(t, 3*time.Second, got.age)
+
+	tr := handoffRecord{kind: recordTrace, age: time.Second, hasRoot: true, rootAge: 500 * time.Millisecond}
+	_, got, ok = unmarshalRecord(tr.marshal(id))
+	require.True(t, ok)
+	assert.True(t, got.hasRoot)
+	assert.Equal(t, 500*time.Millisecond, got.rootAge)
+
+	good := tr.marshal(id)
+	for _, bad := range [][]byte{nil, good[:10], append(append([]byte{}, good...), 1), append([]byte{9}, good[1:]...), func() []byte {
+		b := append([]byte{}, good...)
+		b[1] = 77
+		return b
+	}()} {
+		_, _, ok := unmarshalRecord(bad)
+		assert.False(t, ok)
+	}
+}
+
+// A handoff whose metadata is missing or unreadable loses nothing: its
+// spans are processed as if they had just arrived, and counted.
+func TestMalformedHandoffIsProcessedAsFreshSpans(t *testing.T) {
+	ht := newHandoffTier(t, []string{"127.0.0.2"}, nil)
+	a := ht.samplers["127.0.0.2"]
+	ht.resolve("127.0.0.2")
+	td := oneSpan("svc", pcommon.TraceID{9, 9, 9}, 1, 0, ht.now(), time.Millisecond)
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr(handoffAttribute, "not bytes")
+	a.p.handoff.receive(context.Background(), td, true)
+	assert.EqualValues(t, 1, a.p.buffered.traces.Load())
+	assert.EqualValues(t, 1, a.metric("otelcol_processor_budget_tail_sampling_handoff_failed_spans", attribute.String("cause", "malformed")))
+	ht.advance(3 * time.Second)
+	kept := a.keptSpans()
+	require.Len(t, kept, 1)
+	for _, spans := range kept {
+		_, leaked := spans[0].Attributes().Get(handoffAttribute)
+		assert.False(t, leaked)
+	}
+	assert.Equal(t, 0, a.sink.AllTraces()[0].ResourceSpans().At(0).Resource().Attributes().Len()-1, "only service.name is left on the resource")
+}
+
+// assertWhole: n traces kept, each whole (6 spans) at one sampler.
+func assertWhole(t *testing.T, where map[pcommon.TraceID]map[string]int, n int) {
+	t.Helper()
+	split, partial := 0, 0
+	for _, at := range where {
+		if len(at) > 1 {
+			split++
+		}
+		total := 0
+		for _, k := range at {
+			total += k
+		}
+		if total != 6 {
+			partial++
+		}
+	}
+	assert.Equal(t, n, len(where), "traces kept")
+	assert.Zero(t, split, "traces kept by two samplers")
+	assert.Zero(t, partial, "traces not whole")
+}
