@@ -54,6 +54,7 @@ type collector struct {
 type endpoints struct {
 	GRPC, HTTP, Health string
 	MetricsPort        int
+	MetricsHost        string // 127.0.0.1 when empty
 }
 
 func newEndpoints(t *testing.T) endpoints {
@@ -119,7 +120,11 @@ func launchCollector(t *testing.T, ep endpoints, env map[string]string, configs 
 		ep:      ep,
 	}
 	metricsPort := ep.MetricsPort
-	c.Metrics = fmt.Sprintf("127.0.0.1:%d", metricsPort)
+	metricsHost := ep.MetricsHost
+	if metricsHost == "" {
+		metricsHost = "127.0.0.1"
+	}
+	c.Metrics = fmt.Sprintf("%s:%d", metricsHost, metricsPort)
 	args := []string{}
 	for _, cfg := range configs {
 		args = append(args, "--config", cfg)
@@ -130,7 +135,7 @@ func launchCollector(t *testing.T, ep endpoints, env map[string]string, configs 
 		"OTLP_GRPC_ENDPOINT="+c.GRPC,
 		"OTLP_HTTP_ENDPOINT="+c.HTTP,
 		"HEALTH_CHECK_ENDPOINT="+c.Health,
-		"METRICS_HOST=127.0.0.1",
+		"METRICS_HOST="+metricsHost,
 		fmt.Sprintf("METRICS_PORT=%d", metricsPort),
 		"OTELCOL_COST_DATA_DIR="+c.DataDir,
 	)

@@ -190,6 +190,9 @@ type loadGen struct {
 	gens     []*workload.Generator
 	rnd      *rand.Rand
 	schedule []scheduled
+	// partGap, when set, spreads a trace's parts by up to this much each
+	// (SDKs exporting every few seconds); else 100–750 ms.
+	partGap time.Duration
 }
 
 type scheduled struct {
@@ -259,6 +262,9 @@ func (lg *loadGen) newTrace(now time.Time) {
 	}
 	for i, p := range pieces {
 		delay := time.Duration(i) * time.Duration(100+lg.rnd.IntN(650)) * time.Millisecond
+		if lg.partGap > 0 {
+			delay = time.Duration(i) * (100*time.Millisecond + time.Duration(lg.rnd.Int64N(int64(lg.partGap-100*time.Millisecond))))
+		}
 		lg.schedule = append(lg.schedule, scheduled{at: now.Add(delay), id: tr.ID, part: p})
 	}
 }

@@ -205,6 +205,7 @@ type shard struct {
 	// what moved in the last ring change).
 	handed     traceList
 	bytes      int64
+	spans      int64
 	sampled    *idCache[decided]
 	notSampled *idCache[decided]
 	counters   counters
@@ -253,6 +254,7 @@ func (s *shard) remove(t *trace) {
 		t.inRootList = false
 	}
 	s.bytes -= t.bytes
+	s.spans -= int64(t.spans)
 	s.totals.traces.Add(-1)
 	s.totals.bytes.Add(-t.bytes)
 }

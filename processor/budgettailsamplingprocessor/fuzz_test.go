@@ -39,7 +39,7 @@ func FuzzConsumeTraces(f *testing.F) {
 		in := td.SpanCount()
 		ts.send(td)
 		require.NoError(t, ts.p.Shutdown(context.Background()))
-		c, buffered, bytes := ts.p.totals()
+		c, buffered, _, bytes := ts.p.totals()
 		require.Zero(t, buffered)
 		require.Zero(t, bytes)
 		out := ts.sink.SpanCount()

@@ -316,6 +316,7 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, a
 	if priming {
 		sh.intake += p.unit.volume(f.spans, int64(len(chunk))+f.stampBytes)
 	}
+	sh.spans += int64(f.spans)
 	if t.merge(&f.summary) {
 		t.rootArrived = a.rootAt
 		if !t.handed {

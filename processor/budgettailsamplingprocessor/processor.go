@@ -202,18 +202,20 @@ func (p *budgetTailSampler) shardOf(id pcommon.TraceID) *shard {
 	return p.shards[binary.BigEndian.Uint64(id[8:])%uint64(len(p.shards))]
 }
 
-// totals sums the shards' counters and buffer sizes.
-func (p *budgetTailSampler) totals() (c counters, traces, bytes int64) {
+// totals sums the shards' counters and buffered spans, and reads the
+// buffer's size.
+func (p *budgetTailSampler) totals() (c counters, traces, spans, bytes int64) {
 	for _, sh := range p.shards {
 		sh.mu.Lock()
 		c.add(&sh.counters)
+		spans += sh.spans
 		sh.mu.Unlock()
 	}
-	return c, p.buffered.traces.Load(), p.buffered.bytes.Load()
+	return c, p.buffered.traces.Load(), spans, p.buffered.bytes.Load()
 }
 
 func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error {
-	c, traces, bytes := p.totals()
+	c, traces, spans, bytes := p.totals()
 	t := p.tel
 	for d := range c.traces {
 		dec := metric.WithAttributeSet(attribute.NewSet(attribute.String("decision", decisionNames[d])))
@@ -241,6 +243,7 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 		o.ObserveInt64(t.RuleErrors, rc.errors, a[3])
 	}
 	o.ObserveInt64(t.BufferedTraces, traces)
+	o.ObserveInt64(t.BufferedSpans, spans)
 	o.ObserveInt64(t.BufferedBytes, bytes)
 	pol := p.policy.Load()
 	o.ObserveFloat64(t.BudgetUtilization, pol.utilization)

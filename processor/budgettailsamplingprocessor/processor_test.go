@@ -260,7 +260,7 @@ func TestShutdownOutOfTimeCountsDroppedTooEarly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.NoError(t, ts.p.Shutdown(ctx))
-	c, buffered, _ := ts.p.totals()
+	c, buffered, _, _ := ts.p.totals()
 	assert.Equal(t, int64(20), c.droppedTooEarly)
 	assert.Zero(t, buffered)
 }
@@ -444,7 +444,7 @@ func TestConcurrentIntakeWithBackgroundDecisions(t *testing.T) {
 	require.NoError(t, ts.p.Start(context.Background(), nil))
 	total := feedConcurrently(t, ts.p, 4, 50, workload.Options{Services: 5, ErrorEvery: 7})
 	require.NoError(t, ts.p.Shutdown(context.Background()))
-	c, buffered, _ := ts.p.totals()
+	c, buffered, _, _ := ts.p.totals()
 	assert.Zero(t, buffered)
 	decided := c.spans[sampled] + c.spans[notSampled]
 	assert.Equal(t, total.Load(), decided, "every span decided exactly once")

@@ -437,7 +437,7 @@ func TestRulesUnderConcurrentIntake(t *testing.T) {
 	require.NoError(t, ts.p.Start(t.Context(), nil))
 	feedConcurrently(t, ts.p, 4, 30, workload.Options{Services: 3})
 	require.NoError(t, ts.p.Shutdown(t.Context()))
-	c, buffered, _ := ts.p.totals()
+	c, buffered, _, _ := ts.p.totals()
 	assert.Zero(t, buffered)
 	assert.Equal(t, int64(4*30*20), c.rules[0].matched, "every reference trace matches the orders rule")
 }

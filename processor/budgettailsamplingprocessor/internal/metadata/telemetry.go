@@ -21,6 +21,7 @@ const (
 	MetricInvalidSpans      = prefix + "invalid_spans"
 	MetricBufferedTraces    = prefix + "buffered_traces"
 	MetricBufferedBytes     = prefix + "buffered_bytes"
+	MetricBufferedSpans     = prefix + "buffered_spans"
 	MetricBudgetUtilization = prefix + "budget_utilization"
 	MetricBaselineProb      = prefix + "baseline_probability"
 	MetricPeers             = prefix + "peers"
@@ -52,6 +53,7 @@ type Telemetry struct {
 	InvalidSpans      metric.Int64ObservableCounter
 	BufferedTraces    metric.Int64ObservableGauge
 	BufferedBytes     metric.Int64ObservableGauge
+	BufferedSpans     metric.Int64ObservableGauge
 	BudgetUtilization metric.Float64ObservableGauge
 	BaselineProb      metric.Float64ObservableGauge
 	Peers             metric.Int64ObservableGauge
@@ -73,7 +75,7 @@ type Telemetry struct {
 // Observables lists the instruments the processor's callback observes.
 func (t *Telemetry) Observables() []metric.Observable {
 	return []metric.Observable{t.Traces, t.Spans, t.Bytes, t.DroppedTooEarly, t.LateSpans, t.InvalidSpans,
-		t.BufferedTraces, t.BufferedBytes, t.BudgetUtilization, t.BaselineProb, t.Peers, t.PriorityOverflow, t.ForwardFailed,
+		t.BufferedTraces, t.BufferedBytes, t.BufferedSpans, t.BudgetUtilization, t.BaselineProb, t.Peers, t.PriorityOverflow, t.ForwardFailed,
 		t.RuleTraces, t.RuleErrors, t.ServiceBaseline,
 		t.HandoffTraces, t.HandoffSpans, t.HandoffDecisions, t.HandoffProxied, t.HandoffFailed, t.RingMembers, t.RingChanges}
 }
@@ -107,6 +109,8 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.RingMembers, err = m.Int64ObservableGauge(MetricRingMembers, metric.WithDescription("Samplers in the ring this sampler computes from peers_dns (0 without handoff)."), metric.WithUnit("{instance}"))
 	errs = errors.Join(errs, err)
 	t.BufferedTraces, err = m.Int64ObservableGauge(MetricBufferedTraces, metric.WithDescription("Traces buffered awaiting a decision."), metric.WithUnit("{trace}"))
+	errs = errors.Join(errs, err)
+	t.BufferedSpans, err = m.Int64ObservableGauge(MetricBufferedSpans, metric.WithDescription("Spans buffered awaiting a decision."), metric.WithUnit("{span}"))
 	errs = errors.Join(errs, err)
 	t.BufferedBytes, err = m.Int64ObservableGauge(MetricBufferedBytes, metric.WithDescription("OTLP bytes buffered awaiting a decision."), metric.WithUnit("By"))
 	errs = errors.Join(errs, err)
