@@ -89,6 +89,10 @@ deps:
 		echo "installing Debian's prometheus package (promtool, prometheus)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	fi
+	@if ! command -v ip >/dev/null 2>&1; then \
+		echo "installing Debian's iproute2 (ip netns, for the handoff end-to-end test)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iproute2 >/dev/null; \
+	fi
 
 # Regenerates dist/ (sources, go.mod, go.sum) from builder-config.yaml.
 generate: $(OCB)
@@ -107,7 +111,7 @@ unit:
 	$(GO) test -count=1 ./internal/... ./processor/...
 
 integration: deps build $(HELM) $(TELEMETRYGEN) $(JAEGER)
-	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) TELEMETRYGEN=$(TELEMETRYGEN) JAEGER=$(JAEGER) $(GO) test -count=1 -timeout 20m ./integration/...
+	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) TELEMETRYGEN=$(TELEMETRYGEN) JAEGER=$(JAEGER) $(GO) test -count=1 -timeout 40m ./integration/...
 
 chart-test: deps build $(HELM)
 	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) $(GO) test -count=1 -run 'Chart|MemoryLimiter|AlertRules' ./integration/...
@@ -117,7 +121,7 @@ chart-test: deps build $(HELM)
 # and run once.
 test: deps lint check-generate build $(HELM) $(TELEMETRYGEN) $(JAEGER) image-test
 	@rm -f bin/e2e-report.txt
-	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) TELEMETRYGEN=$(TELEMETRYGEN) JAEGER=$(JAEGER) E2E_REPORT=$(CURDIR)/bin/e2e-report.txt $(GO) test -count=1 -timeout 30m ./...
+	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) TELEMETRYGEN=$(TELEMETRYGEN) JAEGER=$(JAEGER) E2E_REPORT=$(CURDIR)/bin/e2e-report.txt $(GO) test -count=1 -timeout 40m ./...
 	@cat bin/e2e-report.txt 2>/dev/null || true
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/... ./processor/...
 

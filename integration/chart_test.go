@@ -177,6 +177,25 @@ func TestChartRendersValidManifests(t *testing.T) {
 					}
 				}
 			}
+			// Handoff: the pod IP as the sampler's ring identity, the handoff
+			// port, and a preStop sleep inside the grace period.
+			sampler := r.statefulSt.Spec.Template.Spec
+			if strings.Contains(r.configs["cost-otelcol-cost-sampler"], "handoff:") {
+				c := sampler.Containers[0]
+				podIP := false
+				for _, e := range c.Env {
+					podIP = podIP || (e.Name == "POD_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP")
+				}
+				assert.True(t, podIP, "POD_IP from the downward API")
+				require.NotNil(t, c.Lifecycle)
+				require.NotNil(t, c.Lifecycle.PreStop.Sleep)
+				assert.Greater(t, *sampler.TerminationGracePeriodSeconds, c.Lifecycle.PreStop.Sleep.Seconds+15, "grace covers the preStop sleep and the decision")
+				ports := map[string]bool{}
+				for _, p := range c.Ports {
+					ports[p.Name] = true
+				}
+				assert.True(t, ports["handoff"])
+			}
 			// Samplers spread over nodes by default.
 			require.NotEmpty(t, r.statefulSt.Spec.Template.Spec.TopologySpreadConstraints)
 			assert.NotNil(t, r.statefulSt.Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector)
@@ -186,7 +205,8 @@ func TestChartRendersValidManifests(t *testing.T) {
 			for cmName, cfg := range r.configs {
 				path := filepath.Join(t.TempDir(), cmName+".yaml")
 				require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
-				out, err := validate(t, nil, path)
+				// POD_IP comes from the downward API in the pod.
+				out, err := validate(t, []string{"POD_IP=10.1.2.3"}, path)
 				require.NoError(t, err, "%s:\n%s", cmName, out)
 				assertMemoryLimiterFirst(t, cmName, []byte(cfg))
 			}

@@ -53,6 +53,7 @@ func printE2ETable() {
 // outcome compares what the generator sent with what the sinks hold.
 type outcome struct {
 	sent, kept, lost, split int
+	duplicates              int // spans received more than once (not in kept)
 	incomplete              []pcommon.TraceID
 	keptTraces              map[pcommon.TraceID]bool
 	got                     map[pcommon.TraceID]int // spans received per trace, all sinks
@@ -62,10 +63,19 @@ func collectOutcome(lg *loadGen, sinks []*otlpSink) outcome {
 	got := map[pcommon.TraceID]int{}
 	o := outcome{keptTraces: map[pcommon.TraceID]bool{}, got: got}
 	where := map[pcommon.TraceID]int{}
+	seen := map[pcommon.SpanID]bool{}
 	for _, s := range sinks {
 		for _, id := range s.traceIDs() {
 			where[id]++
-			got[id] += len(s.trace(id))
+			for _, span := range s.trace(id) {
+				// A span received twice (a gateway retry) counts once.
+				if seen[span.SpanID()] {
+					o.duplicates++
+					continue
+				}
+				seen[span.SpanID()] = true
+				got[id]++
+			}
 		}
 	}
 	lg.mu.Lock()
@@ -275,44 +285,6 @@ func TestE2EAlertsFire(t *testing.T) {
 	require.True(t, ok)
 	assert.Greater(t, v, 1.0)
 	reportRow("alerts fire", 0, 0, 0, 0, strings.TrimSpace(fmt.Sprintf("%v", fired)))
-}
-
-// TestE2EScaleOut: a fourth sampler joins the static list and the gateway
-// reloads with it. Consistent hashing moves part of the trace-ID space to
-// the new sampler, so traces in flight during the change are split across
-// two samplers: the test measures how many (the baseline for future work)
-// and checks that no span is lost (the budget keeps everything).
-func TestE2EScaleOut(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end")
-	}
-	tr := startTier(t, tierOptions{samplers: 3, budget: 1e6})
-	lg := newLoadGen(t, tr.gateway, 50, 5)
-	done := lg.start(16 * time.Second)
-	time.Sleep(6 * time.Second)
-	// The new sampler, with its own sink.
-	sink := startSink(t)
-	env := map[string]string{}
-	for k, v := range tr.env[0] {
-		env[k] = v
-	}
-	env["OTLP_BACKEND_ENDPOINT"] = sink.Addr
-	env["SAMPLER_INSTANCES"] = "4"
-	s4 := startCollector(t, env, tr.configs...)
-	tr.sinks = append(tr.sinks, sink)
-	tr.samplers = append(tr.samplers, s4)
-	// The gateway reloads with four samplers (SIGHUP), as with a new
-	// endpoint in the dns resolver's answer.
-	tr.resolveSamplers(tr.samplers)
-	<-done
-	waitQuiet(t, tr.sinks, 4*time.Second)
-	o := collectOutcome(lg, tr.sinks)
-	lost := o.sent - o.kept
-	assert.Zero(t, lost, "no span lost while scaling out")
-	assert.Positive(t, sink.spanCount(), "the new sampler takes a share")
-	traces := len(lg.traces)
-	t.Logf("scale out: %d of %d traces split across two samplers (%.2f%%)", o.split, traces, 100*float64(o.split)/float64(traces))
-	reportRow("scale out (3→4)", o.sent, o.kept, lost, o.split, "n/a (keep all)")
 }
 
 // TestE2EOverload: far more load than the samplers' memory allows. Their

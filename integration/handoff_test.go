@@ -90,9 +90,9 @@ func lastLines(s string, n int) string {
 }
 
 type handoffRow struct {
-	Scenario               string
+	Scenario                string
 	Sent, Kept, Lost, Split int
-	Note                   string
+	Note                    string
 }
 
 // netnsTier is a gateway and samplers on 127.0.0.N inside the namespace.
@@ -252,10 +252,13 @@ func TestE2EHandoffInNetns(t *testing.T) {
 				waitQuiet(t, nt.allSinks(), 12*time.Second)
 				o := collectOutcome(lg, nt.allSinks())
 				lost := o.sent - o.kept
-				t.Logf("%s, %s: %d traces, %d spans sent, %d lost, %d traces split", sc.name, mode, len(lg.traces), o.sent, lost, o.split)
+				t.Logf("%s, %s: %d traces, %d spans sent, %d lost, %d traces split, %d spans duplicated", sc.name, mode, len(lg.traces), o.sent, lost, o.split, o.duplicates)
 				note := mode
 				if mayLose > 0 {
 					note = fmt.Sprintf("%s; %d buffered", mode, mayLose)
+				}
+				if o.duplicates > 0 {
+					note += fmt.Sprintf("; %d dup", o.duplicates)
 				}
 				row, _ := json.Marshal(handoffRow{Scenario: sc.name, Sent: o.sent, Kept: o.kept, Lost: lost, Split: o.split, Note: note})
 				_, _ = rows.Write(append(row, '\n'))

@@ -25,6 +25,26 @@ type trace struct {
 	// handed: part of the trace came from a peer with an earlier arrival
 	// time; it waits in the shard's handed list instead of arrivals.
 	handed bool
+	// hops counts the samplers that passed the trace on; past maxHops it is
+	// decided where it is, whatever the ring says.
+	hops uint8
+	// recent are the fingerprints of the last fragments, to drop a fragment
+	// that arrives twice: a gateway retrying a request, part of which was
+	// delivered, re-sends that part.
+	recent [4]uint64
+}
+
+// seen reports whether a fragment with this fingerprint arrived before, and
+// remembers it otherwise.
+func (t *trace) seen(fp uint64) bool {
+	for _, r := range t.recent {
+		if r == fp {
+			return true
+		}
+	}
+	copy(t.recent[1:], t.recent[:len(t.recent)-1])
+	t.recent[0] = fp
+	return false
 }
 
 // summary is what the policy decides on, gathered as spans arrive: per
@@ -52,6 +72,9 @@ type summary struct {
 	stampBytes int64
 	// rules has a bit per rule some span of the trace matched.
 	rules uint64
+	// fp fingerprints a fragment's spans (order-independent), so that the
+	// same fragment delivered twice is recognised.
+	fp uint64
 }
 
 // merge folds a fragment's summary in; it reports whether o brought the

@@ -220,7 +220,7 @@ func defaultHandoffConfig() HandoffConfig {
 		Timeout:         5 * time.Second,
 		RetryOnFailure:  retry,
 		Window:          30 * time.Second,
-		QueueSize:       100_000,
+		QueueSize:       50_000,
 		ShutdownTimeout: 20 * time.Second,
 	}
 }

@@ -50,6 +50,12 @@ func TestLoadConfig(t *testing.T) {
 		Conditions: []string{`resource.attributes["customer.tier"] == "gold"`}}, full.Rules[1])
 	assert.Equal(t, []string{"trace.duration > 2s"}, full.Rules[2].TraceConditions)
 	assert.Equal(t, 3.0, full.Rules[4].Weight)
+	assert.True(t, full.Handoff.Enabled)
+	assert.Equal(t, "10.1.2.3", full.Handoff.SelfAddress)
+	assert.Equal(t, "0.0.0.0:4399", full.Handoff.Server.NetAddr.Endpoint)
+	assert.Equal(t, "zstd", string(full.Handoff.Client.Compression))
+	assert.Equal(t, 10*time.Second, full.Handoff.Window)
+	assert.Equal(t, 3*time.Second, full.Handoff.RetryOnFailure.MaxElapsedTime)
 
 	err := confmap.Validate(loadConfig(t, "bad_rule"))
 	require.Error(t, err)
@@ -88,6 +94,31 @@ func TestValidateNamesTheField(t *testing.T) {
 			c.Budget.PeersRefreshInterval = 0
 		},
 		"num_shards": func(c *Config) { c.NumShards = -1 },
+		"handoff.enabled: needs budget.peers_dns": func(c *Config) {
+			c.Handoff.Enabled, c.Handoff.SelfAddress = true, "10.0.0.1"
+		},
+		"handoff.self_address": func(c *Config) {
+			c.Handoff.Enabled, c.Budget.PeersDNS, c.Handoff.SelfAddress = true, "s", "pod-0"
+		},
+		"handoff.ring_port": func(c *Config) {
+			c.Handoff.Enabled, c.Budget.PeersDNS, c.Handoff.SelfAddress, c.Handoff.RingPort = true, "s", "10.0.0.1", "otlp"
+		},
+		"handoff.server.endpoint": func(c *Config) {
+			c.Handoff.Enabled, c.Budget.PeersDNS, c.Handoff.SelfAddress = true, "s", "10.0.0.1"
+			c.Handoff.Server.NetAddr.Endpoint = "0.0.0.0:0"
+		},
+		"handoff.retry_on_failure": func(c *Config) {
+			c.Handoff.Enabled, c.Budget.PeersDNS, c.Handoff.SelfAddress = true, "s", "10.0.0.1"
+			c.Handoff.RetryOnFailure.Multiplier = -1
+		},
+		"handoff.window": func(c *Config) {
+			c.Handoff.Enabled, c.Budget.PeersDNS, c.Handoff.SelfAddress = true, "s", "10.0.0.1"
+			c.Handoff.Window = 0
+		},
+		"handoff.queue_size": func(c *Config) {
+			c.Handoff.Enabled, c.Budget.PeersDNS, c.Handoff.SelfAddress = true, "s", "10.0.0.1"
+			c.Handoff.QueueSize = 0
+		},
 	} {
 		t.Run(field, func(t *testing.T) {
 			cfg := testConfig()

@@ -45,11 +45,12 @@ const (
 	invalidUnparseableTracestate
 	invalidInconsistentThreshold
 	invalidTracestateTruncated
+	invalidDuplicate
 	numInvalidCauses
 )
 
 var invalidNames = [...]string{"zero_trace_id", "missing_service_name", "end_before_start",
-	"unparseable_tracestate", "inconsistent_threshold", "tracestate_truncated"}
+	"unparseable_tracestate", "inconsistent_threshold", "tracestate_truncated", "duplicate"}
 
 // counters are cumulative totals, kept per shard under its lock.
 type counters struct {

@@ -12,21 +12,33 @@ func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 		var out keptSet
 		sh.mu.Lock()
 		for t := sh.arrivals.head; t != nil && now.Sub(t.arrived) >= p.cfg.DecisionWait; t = sh.arrivals.head {
-			p.decide(sh, t, now, reasonBaseline, &out)
+			p.decideOrPassOn(sh, t, now, &out)
 		}
 		for t := sh.roots.head; t != nil && now.Sub(t.rootArrived) >= p.cfg.DecisionWaitAfterRoot; t = sh.roots.head {
-			p.decide(sh, t, now, reasonBaseline, &out)
+			p.decideOrPassOn(sh, t, now, &out)
 		}
 		for t := sh.handed.head; t != nil; {
 			next := t.links[handedList].next
 			if p.expired(t, now) {
-				p.decide(sh, t, now, reasonBaseline, &out)
+				p.decideOrPassOn(sh, t, now, &out)
 			}
 			t = next
 		}
 		sh.mu.Unlock()
 		p.forward(ctx, &out)
 	}
+}
+
+// decideOrPassOn decides a trace whose wait is over, unless the ring gives
+// it to another sampler that takes it (views of the ring agree again by
+// now): that sampler decides it, with the fragments it may hold. A sampler
+// decides only traces it owns, so a late fragment finds the decision where
+// the gateways send it.
+func (p *budgetTailSampler) decideOrPassOn(sh *shard, t *trace, now time.Time, out *keptSet) {
+	if p.handoff != nil && p.handoff.passOn(sh, t) {
+		return
+	}
+	p.decide(sh, t, now, reasonBaseline, out)
 }
 
 // expired: the trace's wait is over, counted from when its first span, or

@@ -46,9 +46,10 @@ type handoff struct {
 
 	ring    atomic.Pointer[ring.Ring]
 	leaving atomic.Bool
-	// foreign is set when a peer handed over a trace this sampler's ring
-	// gives to another (their views of the ring differ for a moment): the
-	// next refresh moves it on.
+	// foreign is set when this sampler holds traces its ring gives to
+	// another: a peer handed them over while their views of the ring
+	// differed, or their owner could not take them. The next refresh
+	// offers them again.
 	foreign atomic.Bool
 
 	mu     sync.Mutex
@@ -75,11 +76,12 @@ type handoffStats struct {
 const (
 	failureSend      = iota // the peer refused or did not answer within the retries
 	failureQueueFull        // the peer's queue was full
+	failurePeerDown         // the peer failed a send moments ago
 	failureMalformed        // a received handoff carried unreadable metadata (processed as fresh spans)
 	numHandoffFailures
 )
 
-var handoffFailureNames = [numHandoffFailures]string{"send", "queue_full", "malformed"}
+var handoffFailureNames = [numHandoffFailures]string{"send", "queue_full", "peer_down", "malformed"}
 
 func newHandoff(p *budgetTailSampler, set component.TelemetrySettings) (*handoff, error) {
 	port, err := p.cfg.Handoff.serverPort()
@@ -136,18 +138,8 @@ func (h *handoff) rebalance(decisions bool) {
 	cutoff := now.Add(-h.cfg.Window).UnixNano()
 	for _, sh := range h.p.shards {
 		sh.mu.Lock()
-		for id, t := range sh.traces {
-			owner, mine := h.ownerOf(id)
-			if mine {
-				continue
-			}
-			it := handoffItem{kind: recordTrace, id: id, chunks: t.chunks, arrived: t.arrived, spans: t.spans}
-			if t.hasRoot {
-				it.rootArrived = t.rootArrived
-			}
-			if h.send(owner, it) {
-				sh.remove(t)
-			}
+		for _, t := range sh.traces {
+			h.passOn(sh, t)
 		}
 		if decisions {
 			for _, c := range []struct {
@@ -167,6 +159,30 @@ func (h *handoff) rebalance(decisions bool) {
 		}
 		sh.mu.Unlock()
 	}
+}
+
+// A trace is passed on at most this many times; then it is decided where it
+// is. Two samplers whose views of the ring differ would otherwise pass it
+// back and forth until their views agree.
+const maxHops = 4
+
+// passOn sends a buffered trace to its owner when that is another sampler
+// and takes it out of the buffer; false: it stays here. Called with sh.mu
+// held.
+func (h *handoff) passOn(sh *shard, t *trace) bool {
+	owner, mine := h.ownerOf(t.id)
+	if mine || t.hops >= maxHops {
+		return false
+	}
+	it := handoffItem{kind: recordTrace, id: t.id, chunks: t.chunks, arrived: t.arrived, spans: t.spans, hops: t.hops + 1}
+	if t.hasRoot {
+		it.rootArrived = t.rootArrived
+	}
+	if !h.send(owner, it) {
+		return false
+	}
+	sh.remove(t)
+	return true
 }
 
 // proxy sends a fragment of a trace this sampler does not own, and has not
@@ -200,12 +216,14 @@ func (h *handoff) send(endpoint string, it handoffItem) bool {
 		h.peers[endpoint] = pr
 	}
 	h.mu.Unlock()
-	if pr.enqueue(it) {
+	cause := pr.enqueue(it)
+	if cause < 0 {
 		return true
 	}
-	if it.spans > 0 {
-		h.stats.failedSpans[failureQueueFull].Add(int64(it.spans))
-	}
+	h.stats.failedSpans[cause].Add(int64(it.spans))
+	// What stayed is offered again at the next refresh, once the peer has
+	// had time to recover or drain.
+	h.foreign.Store(true)
 	return false
 }
 
@@ -317,7 +335,7 @@ func (h *handoff) receive(ctx context.Context, td ptrace.Traces, fromPeer bool) 
 	var m ptrace.ProtoMarshaler
 	for id, f := range p.split(td) {
 		rec := records[id]
-		a := arrival{at: now.Add(-rec.age), rootAt: now, handed: rec.kind == recordTrace}
+		a := arrival{at: now.Add(-rec.age), rootAt: now, handed: rec.kind == recordTrace, hops: rec.hops}
 		if rec.hasRoot {
 			a.rootAt = now.Add(-rec.rootAge)
 		}

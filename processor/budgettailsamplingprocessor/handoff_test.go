@@ -440,3 +440,64 @@ func assertWhole(t *testing.T, where map[pcommon.TraceID]map[string]int, n int) 
 	assert.Zero(t, split, "traces kept by two samplers")
 	assert.Zero(t, partial, "traces not whole")
 }
+
+// Two samplers whose views of the ring disagree pass an expired trace back
+// and forth at most maxHops times; then it is decided, once, whole.
+func TestDisagreeingViewsDoNotPassATraceForever(t *testing.T) {
+	ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3"}, nil)
+	a, b := ht.samplers["127.0.0.2"], ht.samplers["127.0.0.3"]
+	both := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317"})
+	var id pcommon.TraceID
+	for i := uint64(1); ; i++ {
+		id = traceIDWithRandomness(i, 0.5)
+		if both.Owner(id) == "127.0.0.3:4317" {
+			break
+		}
+	}
+	a.p.handoff.ring.Store(both)                                 // A: B owns it
+	b.p.handoff.ring.Store(ring.New([]string{"127.0.0.2:4317"})) // B: A owns it
+	// A holds the trace (its owner was unreachable when it came, say).
+	a.p.ingest(a.p.shardOf(id), id, fragmentOf(a, oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond)), arrivedNow(ht.now()), &ptrace.ProtoMarshaler{}, &keptSet{})
+	for range 3 * maxHops {
+		ht.advance(11 * time.Second)
+		ht.settle()
+	}
+	where := ht.where()
+	require.Len(t, where, 1)
+	assert.Len(t, where[id], 1, "decided by one sampler")
+	assert.Zero(t, a.p.buffered.traces.Load()+b.p.buffered.traces.Load())
+	passed := a.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("sent")) +
+		b.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("sent"))
+	assert.EqualValues(t, maxHops, passed, "passed on maxHops times, then decided")
+}
+
+// fragmentOf splits a one-trace request as intake does.
+func fragmentOf(ts *testSampler, td ptrace.Traces) *fragment {
+	for _, f := range ts.p.split(td) {
+		return f
+	}
+	return nil
+}
+
+// A gateway that retries a request after one of its samplers failed
+// re-sends the parts other samplers already took: each is dropped once seen.
+func TestFragmentDeliveredTwiceIsKeptOnce(t *testing.T) {
+	ts := newTestSampler(t, testConfig())
+	ts.p.policy.Store(keepAllPolicy(0))
+	ts.p.priming.Store(false)
+	g := workload.NewGenerator(workload.Options{Services: 2, SpansPerTrace: 8, Seed: 5, Start: ts.now})
+	td := ptrace.NewTraces()
+	g.Next(td)
+	parts := workload.Interleave(td, 3)
+	for _, i := range []int{0, 1, 0, 2, 1} {
+		c := ptrace.NewTraces()
+		parts[i].CopyTo(c)
+		ts.send(c)
+	}
+	ts.advance(11 * time.Second)
+	for _, spans := range ts.keptSpans() {
+		assert.Len(t, spans, 8, "every span once")
+	}
+	assert.EqualValues(t, parts[0].SpanCount()+parts[1].SpanCount(),
+		ts.metric("otelcol_processor_budget_tail_sampling_invalid_spans", attribute.String("cause", "duplicate")))
+}

@@ -57,11 +57,16 @@ func (h *handoff) newPeer(endpoint string) *peer {
 	return pr
 }
 
-func (pr *peer) enqueue(it handoffItem) bool {
+// enqueue queues an item, or says why it cannot (-1: queued).
+func (pr *peer) enqueue(it handoffItem) int {
 	pr.mu.Lock()
-	if pr.retired || len(pr.queue) >= pr.h.cfg.QueueSize || time.Now().Before(pr.downUntil) {
+	switch {
+	case pr.retired || time.Now().Before(pr.downUntil):
 		pr.mu.Unlock()
-		return false
+		return failurePeerDown
+	case len(pr.queue) >= pr.h.cfg.QueueSize:
+		pr.mu.Unlock()
+		return failureQueueFull
 	}
 	pr.queue = append(pr.queue, it)
 	pr.h.pending.Add(1)
@@ -70,7 +75,7 @@ func (pr *peer) enqueue(it handoffItem) bool {
 	case pr.wake <- struct{}{}:
 	default:
 	}
-	return true
+	return -1
 }
 
 // retire: send what is queued, then stop.

@@ -32,6 +32,7 @@ const wireVersion = 1
 
 type handoffRecord struct {
 	kind    recordKind
+	hops    uint8
 	age     time.Duration // since the trace's first span arrived (decision: since it was made)
 	hasRoot bool
 	rootAge time.Duration
@@ -49,13 +50,14 @@ type handoffItem struct {
 	arrived     time.Time
 	rootArrived time.Time // zero: no root yet
 	spans       int
+	hops        uint8
 	decision    decided // recordDecision
 	sampled     bool
 }
 
 // encode appends the item's spans to out, each ResourceSpans marked.
 func (it *handoffItem) encode(out ptrace.Traces, now time.Time, u *ptrace.ProtoUnmarshaler) error {
-	rec := handoffRecord{kind: it.kind, age: now.Sub(it.arrived), sampled: it.sampled, decision: it.decision}
+	rec := handoffRecord{kind: it.kind, hops: it.hops, age: now.Sub(it.arrived), sampled: it.sampled, decision: it.decision}
 	if !it.rootArrived.IsZero() {
 		rec.hasRoot, rec.rootAge = true, now.Sub(it.rootArrived)
 	}
@@ -91,7 +93,7 @@ func (it *handoffItem) encode(out ptrace.Traces, now time.Time, u *ptrace.ProtoU
 
 func (r *handoffRecord) marshal(id pcommon.TraceID) []byte {
 	b := make([]byte, 0, 64)
-	b = append(b, wireVersion, byte(r.kind))
+	b = append(b, wireVersion, byte(r.kind), r.hops)
 	b = append(b, id[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(max(r.age, 0)))
 	rootAge := int64(-1)
@@ -112,7 +114,7 @@ func (r *handoffRecord) marshal(id pcommon.TraceID) []byte {
 	return b
 }
 
-const recordHeader = 2 + 16 + 8 + 8
+const recordHeader = 3 + 16 + 8 + 8
 
 func unmarshalRecord(b []byte) (pcommon.TraceID, handoffRecord, bool) {
 	var id pcommon.TraceID
@@ -120,10 +122,10 @@ func unmarshalRecord(b []byte) (pcommon.TraceID, handoffRecord, bool) {
 	if len(b) < recordHeader || b[0] != wireVersion {
 		return id, r, false
 	}
-	r.kind = recordKind(b[1])
-	copy(id[:], b[2:18])
-	r.age = time.Duration(binary.BigEndian.Uint64(b[18:26]))
-	if rootAge := int64(binary.BigEndian.Uint64(b[26:34])); rootAge >= 0 {
+	r.kind, r.hops = recordKind(b[1]), b[2]
+	copy(id[:], b[3:19])
+	r.age = time.Duration(binary.BigEndian.Uint64(b[19:27]))
+	if rootAge := int64(binary.BigEndian.Uint64(b[27:35])); rootAge >= 0 {
 		r.hasRoot, r.rootAge = true, time.Duration(rootAge)
 	}
 	if r.age < 0 || id.IsEmpty() {

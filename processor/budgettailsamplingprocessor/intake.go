@@ -2,6 +2,7 @@ package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-c
 
 import (
 	"context"
+	"encoding/binary"
 	"strconv"
 	"strings"
 	"time"
@@ -176,6 +177,8 @@ func (sp *splitter) hasRuleErrors() bool {
 
 func (sp *splitter) summarize(f *fragment, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, service string) {
 	f.spans++
+	id := span.SpanID()
+	f.fp += mix64(binary.LittleEndian.Uint64(id[:]))
 	sp.p.rules.matchSpan(rs, ss, span, &f.rules, sp.ruleErrs)
 	if service == unknownService {
 		sp.invalid[invalidMissingServiceName]++
@@ -285,6 +288,7 @@ type arrival struct {
 	at, rootAt time.Time
 	// handed: from a peer, which counted the volume as intake already.
 	handed bool
+	hops   uint8
 }
 
 func arrivedNow(now time.Time) arrival { return arrival{at: now, rootAt: now} }
@@ -303,13 +307,19 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, a
 		return
 	}
 	t := sh.traces[id]
+	if t != nil && !a.handed && t.seen(f.fp) {
+		sh.counters.invalid[invalidDuplicate] += int64(f.spans)
+		return
+	}
 	switch {
 	case t == nil:
 		t = &trace{id: id, arrived: a.at, seq: p.seq.Add(1)}
+		t.recent[0] = f.fp
 		sh.add(t, a.handed)
 	case a.handed:
 		sh.arrivedEarlier(t, a.at)
 	}
+	t.hops = max(t.hops, a.hops)
 	chunk, _ := m.MarshalTraces(f.td)
 	t.chunks = append(t.chunks, chunk)
 	sh.grow(t, int64(len(chunk)))
@@ -381,4 +391,14 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *f
 
 func otep235Downstream(tIn sampling.Threshold, p float64) sampling.Threshold {
 	return otep235.Downstream(tIn, p, thresholdPrecision)
+}
+
+// mix64 is SplitMix64's finalizer: span IDs are random, but a sum of them
+// must not cancel out for IDs that differ in few bits.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }

@@ -182,6 +182,11 @@ deep-merged with the tier's `config` value.
         secretKeyRef: {name: {{ $ref.secretName }}, key: {{ $ref.secretKey }}}
     {{- end }}
     {{- end }}
+    {{- if .handoff }}
+    - name: POD_IP
+      valueFrom:
+        fieldRef: {fieldPath: status.podIP}
+    {{- end }}
     {{- with .tier.extraEnvs }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -194,6 +199,16 @@ deep-merged with the tier's `config` value.
     - {name: otlp-http, containerPort: 4318, protocol: TCP}
     - {name: metrics, containerPort: 8888, protocol: TCP}
     - {name: health, containerPort: 13133, protocol: TCP}
+    {{- if .handoff }}
+    - {name: handoff, containerPort: {{ .handoff.port }}, protocol: TCP}
+    {{- end }}
+  {{- if and .handoff .handoff.preStopSeconds }}
+  # Serve while the gateways and peers re-resolve the Service without this
+  # pod; SIGTERM then hands the rest of the buffer over.
+  lifecycle:
+    preStop:
+      sleep: {seconds: {{ .handoff.preStopSeconds }}}
+  {{- end }}
   livenessProbe:
     httpGet: {path: /, port: health}
     initialDelaySeconds: 5
@@ -220,4 +235,21 @@ deep-merged with the tier's `config` value.
 {{- else if regexMatch "^[0-9]+h$" $d -}}{{ mul (trimSuffix "h" $d | int) 3600 }}
 {{- else -}}{{ fail (printf "duration %q: write it as <n>s, <n>m or <n>h" $d) }}
 {{- end -}}
+{{- end -}}
+
+{{/* Seconds a terminating sampler has to hand its buffer over: the grace
+period after the preStop sleep, less 10 s for deciding what is left. */}}
+{{- define "otelcol-cost.handoffShutdownSeconds" -}}
+{{- $grace := include "otelcol-cost.samplerGrace" . | int -}}
+{{- max 5 (sub (sub $grace .Values.sampler.handoff.preStopSeconds) 10) -}}
+{{- end -}}
+
+{{/* The samplers' termination grace period: decision_wait + 30 s unless set. */}}
+{{- define "otelcol-cost.samplerGrace" -}}
+{{- $grace := .Values.sampler.terminationGracePeriodSeconds | int -}}
+{{- if eq $grace 0 -}}
+{{- $grace = add (include "otelcol-cost.seconds" .Values.sampler.decisionWait | int) 30 -}}
+{{- if .Values.sampler.handoff.enabled -}}{{- $grace = add $grace .Values.sampler.handoff.preStopSeconds -}}{{- end -}}
+{{- end -}}
+{{- $grace -}}
 {{- end -}}
