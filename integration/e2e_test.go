@@ -54,6 +54,7 @@ func printE2ETable() {
 type outcome struct {
 	sent, kept, lost, split int
 	duplicates              int // spans received more than once (not in kept)
+	splitIDs                []pcommon.TraceID
 	incomplete              []pcommon.TraceID
 	keptTraces              map[pcommon.TraceID]bool
 	got                     map[pcommon.TraceID]int // spans received per trace, all sinks
@@ -86,6 +87,7 @@ func collectOutcome(lg *loadGen, sinks []*otlpSink) outcome {
 		o.kept += n
 		if where[id] > 1 {
 			o.split++
+			o.splitIDs = append(o.splitIDs, id)
 		}
 		if n > 0 {
 			o.keptTraces[id] = true

@@ -105,6 +105,7 @@ type netnsTier struct {
 	samplers map[string]*collector
 	sinks    map[string]*otlpSink
 	next     int
+	start    time.Time
 }
 
 func newNetnsTier(t *testing.T, hosts string, handoff bool, n int) *netnsTier {
@@ -148,6 +149,9 @@ func (nt *netnsTier) startSampler() string {
 // the namespace's /etc/hosts is a bind mount of this inode.
 func (nt *netnsTier) publish(addrs ...string) {
 	nt.live = addrs
+	if !nt.start.IsZero() {
+		nt.t.Logf("+%v: Service endpoints %v", time.Since(nt.start).Round(time.Millisecond), addrs)
+	}
 	var b strings.Builder
 	b.WriteString("127.0.0.1 localhost\n")
 	for _, a := range addrs {
@@ -205,14 +209,16 @@ var handoffScenarios = []handoffScenario{
 		nt.samplers[leaving].stop()
 		return 0
 	}},
-	{"rolling restart (3)", 3, 32 * time.Second, func(nt *netnsTier) int {
+	{"rolling restart (3)", 3, 46 * time.Second, func(nt *netnsTier) int {
 		for _, old := range append([]string(nil), nt.live...) {
-			// maxSurge 1: the new pod is ready and in the Service, the old
-			// one leaves it, then gets SIGTERM after its preStop sleep.
+			// A new pod is ready and in the Service, the old one leaves it
+			// and gets SIGTERM after its preStop sleep; the rollout moves on
+			// once the new pod has been ready a while (minReadySeconds).
 			fresh := nt.startSampler()
 			nt.publish(append(nt.without(old), fresh)...)
 			time.Sleep(resolverLag)
 			nt.samplers[old].stop()
+			time.Sleep(resolverLag)
 		}
 		return 0
 	}},
@@ -245,8 +251,10 @@ func TestE2EHandoffInNetns(t *testing.T) {
 				nt := newNetnsTier(t, hosts, on, sc.samplers)
 				lg := newLoadGen(t, nt.gateway, 80, uint64(40+i))
 				lg.partGap = 2500 * time.Millisecond // parts up to 5 s apart
+				start := time.Now()
 				done := lg.start(sc.load)
 				time.Sleep(6 * time.Second)
+				nt.start = start
 				mayLose := sc.change(nt)
 				<-done
 				waitQuiet(t, nt.allSinks(), 12*time.Second)
@@ -264,6 +272,21 @@ func TestE2EHandoffInNetns(t *testing.T) {
 				_, _ = rows.Write(append(row, '\n'))
 				if !on {
 					return // the comparison: measured, not asserted
+				}
+				for i, id := range o.splitIDs {
+					if i == 5 {
+						break
+					}
+					st := lg.traces[id]
+					var at []string
+					for addr, s := range nt.sinks {
+						if n := len(s.trace(id)); n > 0 {
+							at = append(at, fmt.Sprintf("%s:%d", addr, n))
+						}
+					}
+					t.Logf("split trace %v: %d spans accepted %s … %s (test start +%v … +%v), kept at %v", id, st.accepted,
+						st.firstAccepted.Format("15:04:05.000"), st.lastAccepted.Format("15:04:05.000"),
+						st.firstAccepted.Sub(start).Round(time.Millisecond), st.lastAccepted.Sub(start).Round(time.Millisecond), at)
 				}
 				assert.Zero(t, o.split, "no trace decided by two samplers")
 				if mayLose == 0 {

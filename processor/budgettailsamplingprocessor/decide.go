@@ -35,7 +35,7 @@ func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 // decides only traces it owns, so a late fragment finds the decision where
 // the gateways send it.
 func (p *budgetTailSampler) decideOrPassOn(sh *shard, t *trace, now time.Time, out *keptSet) {
-	if p.handoff != nil && p.handoff.passOn(sh, t) {
+	if p.handoff != nil && p.handoff.passOn(sh, t, true) {
 		return
 	}
 	p.decide(sh, t, now, reasonBaseline, out)

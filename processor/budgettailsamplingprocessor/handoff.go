@@ -46,11 +46,6 @@ type handoff struct {
 
 	ring    atomic.Pointer[ring.Ring]
 	leaving atomic.Bool
-	// foreign is set when this sampler holds traces its ring gives to
-	// another: a peer handed them over while their views of the ring
-	// differed, or their owner could not take them. The next refresh
-	// offers them again.
-	foreign atomic.Bool
 
 	mu     sync.Mutex
 	peers  map[string]*peer // by ring endpoint
@@ -125,21 +120,25 @@ func (h *handoff) setMembers(ips []net.IP) {
 			zap.Strings("members", r.Endpoints()), zap.Bool("member", r.Has(h.self)))
 		h.rebalance(true)
 		h.retirePeers(r)
-	case h.foreign.Swap(false):
-		h.rebalance(false)
 	}
 }
 
 // rebalance sends every buffered trace this sampler does not own to its
 // owner and, with decisions, the decisions of the last window whose traces
-// moved. A trace whose owner cannot take it now stays.
+// moved. A trace whose owner cannot take it now stays; it is offered again
+// when its wait is over (decideOrPassOn).
+//
+// Nothing else moves traces between samplers: a sampler holding a trace it
+// does not own, because a peer with another view of the ring sent it, keeps
+// it until its own view changes or the trace's wait is over — sending it
+// back at once would bounce it while the views differ.
 func (h *handoff) rebalance(decisions bool) {
 	now := h.p.now()
 	cutoff := now.Add(-h.cfg.Window).UnixNano()
 	for _, sh := range h.p.shards {
 		sh.mu.Lock()
 		for _, t := range sh.traces {
-			h.passOn(sh, t)
+			h.passOn(sh, t, false)
 		}
 		if decisions {
 			for _, c := range []struct {
@@ -161,20 +160,23 @@ func (h *handoff) rebalance(decisions bool) {
 	}
 }
 
-// A trace is passed on at most this many times; then it is decided where it
-// is. Two samplers whose views of the ring differ would otherwise pass it
-// back and forth until their views agree.
+// An expired trace is passed on at most this many times; then it is decided
+// where it is. Two samplers whose views of the ring differ would otherwise
+// pass it back and forth until their views agree.
 const maxHops = 4
 
 // passOn sends a buffered trace to its owner when that is another sampler
-// and takes it out of the buffer; false: it stays here. Called with sh.mu
-// held.
-func (h *handoff) passOn(sh *shard, t *trace) bool {
+// and takes it out of the buffer; false: it stays here. expired: its wait
+// is over, and this is a hop. Called with sh.mu held.
+func (h *handoff) passOn(sh *shard, t *trace, expired bool) bool {
 	owner, mine := h.ownerOf(t.id)
-	if mine || t.hops >= maxHops {
+	if mine || (expired && t.hops >= maxHops) {
 		return false
 	}
-	it := handoffItem{kind: recordTrace, id: t.id, chunks: t.chunks, arrived: t.arrived, spans: t.spans, hops: t.hops + 1}
+	it := handoffItem{kind: recordTrace, id: t.id, chunks: t.chunks, arrived: t.arrived, spans: t.spans, hops: t.hops}
+	if expired {
+		it.hops++
+	}
 	if t.hasRoot {
 		it.rootArrived = t.rootArrived
 	}
@@ -221,9 +223,6 @@ func (h *handoff) send(endpoint string, it handoffItem) bool {
 		return true
 	}
 	h.stats.failedSpans[cause].Add(int64(it.spans))
-	// What stayed is offered again at the next refresh, once the peer has
-	// had time to recover or drain.
-	h.foreign.Store(true)
 	return false
 }
 
@@ -338,9 +337,6 @@ func (h *handoff) receive(ctx context.Context, td ptrace.Traces, fromPeer bool) 
 		a := arrival{at: now.Add(-rec.age), rootAt: now, handed: rec.kind == recordTrace, hops: rec.hops}
 		if rec.hasRoot {
 			a.rootAt = now.Add(-rec.rootAge)
-		}
-		if _, mine := h.ownerOf(id); !mine {
-			h.foreign.Store(true)
 		}
 		sh := p.shardOf(id)
 		sh.mu.Lock()
