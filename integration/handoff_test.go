@@ -189,7 +189,7 @@ type handoffScenario struct {
 	samplers int
 	load     time.Duration
 	// change runs 6 s into the load; it returns the spans the scenario may
-	// lose (a killed sampler's buffer), or 0.
+	// lose (what a killed sampler held), or 0.
 	change func(nt *netnsTier) int
 }
 
@@ -224,11 +224,16 @@ var handoffScenarios = []handoffScenario{
 	}},
 	{"sampler killed", 3, 20 * time.Second, func(nt *netnsTier) int {
 		victim := nt.live[2]
-		v, _ := metricValue(nt.samplers[victim].metrics(), "otelcol_processor_budget_tail_sampling_buffered_spans", nil)
+		// What it holds: its buffer, and the spans it kept that have not
+		// reached its backend yet (batch processor, exporter queue).
+		fams := nt.samplers[victim].metrics()
+		buffered, _ := metricValue(fams, "otelcol_processor_budget_tail_sampling_buffered_spans", nil)
+		kept, _ := metricValue(fams, "otelcol_processor_budget_tail_sampling_spans_total", map[string]string{"decision": "sampled"})
+		held := int(buffered+kept) - nt.sinks[victim].spanCount()
 		nt.samplers[victim].kill()
 		time.Sleep(time.Second) // the endpoint controller notices
 		nt.publish(nt.without(victim)...)
-		return int(v)
+		return held
 	}},
 }
 
@@ -263,7 +268,7 @@ func TestE2EHandoffInNetns(t *testing.T) {
 				t.Logf("%s, %s: %d traces, %d spans sent, %d lost, %d traces split, %d spans duplicated", sc.name, mode, len(lg.traces), o.sent, lost, o.split, o.duplicates)
 				note := mode
 				if mayLose > 0 {
-					note = fmt.Sprintf("%s; %d buffered", mode, mayLose)
+					note = fmt.Sprintf("%s; %d held", mode, mayLose)
 				}
 				if o.duplicates > 0 {
 					note += fmt.Sprintf("; %d dup", o.duplicates)

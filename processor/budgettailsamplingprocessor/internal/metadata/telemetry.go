@@ -106,7 +106,7 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.HandoffProxied = counter(MetricHandoffProxied, "Spans of traces this sampler does not own that it passed on to their owner.", "{span}")
 	t.HandoffFailed = counter(MetricHandoffFailed, "Spans meant for a peer that stayed here, by cause (send: refused or timed out after retries; queue_full; peer_down: it failed a send in the last 2 s; malformed: received without readable handoff metadata). They are decided here, as without handoff.", "{span}")
 	t.RingChanges = counter(MetricRingChanges, "Changes of the sampler ring (the gateways' routing) this sampler saw.", "{change}")
-	t.RingMembers, err = m.Int64ObservableGauge(MetricRingMembers, metric.WithDescription("Samplers in the ring this sampler computes from peers_dns (0 without handoff)."), metric.WithUnit("{instance}"))
+	t.RingMembers, err = m.Int64ObservableGauge(MetricRingMembers, metric.WithDescription("Samplers in the ring this sampler computes from peers_dns (with handoff only)."), metric.WithUnit("{instance}"))
 	errs = errors.Join(errs, err)
 	t.BufferedTraces, err = m.Int64ObservableGauge(MetricBufferedTraces, metric.WithDescription("Traces buffered awaiting a decision."), metric.WithUnit("{trace}"))
 	errs = errors.Join(errs, err)
