@@ -214,6 +214,19 @@ type decided struct {
 	class   reason // the volume class: error, outlier, baseline or rule
 	rule    int16  // the rule that decided it, or -1
 	at      int64  // when, in Unix nanoseconds: recent decisions travel on handoff
+	// recent fingerprints the trace's last fragments, so that one delivered
+	// again after the decision is dropped rather than followed twice.
+	recent [2]uint64
+}
+
+// seen reports whether a late fragment with this fingerprint arrived
+// before, and remembers it otherwise.
+func (d *decided) seen(fp uint64) bool {
+	if d.recent[0] == fp || d.recent[1] == fp {
+		return true
+	}
+	d.recent[1], d.recent[0] = d.recent[0], fp
+	return false
 }
 
 // shard is one slice of the buffer, chosen by trace ID. The bounds

@@ -60,11 +60,25 @@ type handoff struct {
 }
 
 type handoffStats struct {
-	sentTraces, sentSpans, sentDecisions             atomic.Int64
-	receivedTraces, receivedSpans, receivedDecisions atomic.Int64
-	proxiedSpans                                     atomic.Int64
-	failedSpans                                      [numHandoffFailures]atomic.Int64
-	ringChanges                                      atomic.Int64
+	sent, received flowStats
+	proxiedSpans   atomic.Int64
+	failedSpans    [numHandoffFailures]atomic.Int64
+	ringChanges    atomic.Int64
+}
+
+// flowStats count one direction of handoff traffic.
+type flowStats struct {
+	traces, spans, decisions atomic.Int64
+}
+
+func (f *flowStats) count(kind recordKind, spans int) {
+	switch kind {
+	case recordTrace:
+		f.traces.Add(1)
+	case recordDecision:
+		f.decisions.Add(1)
+	}
+	f.spans.Add(int64(spans))
 }
 
 // Why spans meant for a peer stayed here.
@@ -281,20 +295,28 @@ func (h *handoff) leave(ctx context.Context) {
 		pr.retire()
 	}
 	h.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		h.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	waitOrCut(ctx, h.wg.Wait, func() {
 		// Out of time: senders give up, and what they held comes back here.
 		h.mu.Lock()
 		for _, pr := range h.peers {
 			pr.abort()
 		}
 		h.mu.Unlock()
+	})
+}
+
+// waitOrCut runs wait; if ctx ends first it calls cut, which must make
+// wait return, and waits for it.
+func waitOrCut(ctx context.Context, wait, cut func()) {
+	done := make(chan struct{})
+	go func() {
+		wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		cut()
 		<-done
 	}
 }
@@ -303,31 +325,23 @@ func (h *handoff) stopServer(ctx context.Context) {
 	if h.server == nil {
 		return
 	}
-	stopped := make(chan struct{})
-	go func() {
-		h.server.GracefulStop()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-ctx.Done():
-		h.server.Stop()
-	}
+	waitOrCut(ctx, h.server.GracefulStop, h.server.Stop)
 	<-h.served
 }
 
 // receive merges what a peer handed over (or what this sampler could not
 // send) into the buffer: traces keep the arrival times they had there,
 // fragments and decisions follow the trace's decision when it has one.
-// fromPeer is false for what this sampler's own sends gave back.
-func (h *handoff) receive(ctx context.Context, td ptrace.Traces, fromPeer bool) {
+// from is the sending peer's ring endpoint, "" for what this sampler's own
+// sends gave back.
+func (h *handoff) receive(ctx context.Context, td ptrace.Traces, from string) {
 	p := h.p
 	now := p.now()
 	records, malformed := takeRecords(td)
 	if malformed > 0 {
 		h.stats.failedSpans[failureMalformed].Add(int64(malformed))
 	}
-	if fromPeer {
+	if from != "" {
 		h.countReceived(records, td)
 	}
 	var out keptSet
@@ -349,58 +363,63 @@ func (h *handoff) receive(ctx context.Context, td ptrace.Traces, fromPeer bool) 
 		}
 		sh := p.shardOf(id)
 		sh.mu.Lock()
-		p.adoptDecision(sh, id, rec, now, &out)
+		h.adoptDecision(sh, id, rec, now, from, &out)
 		sh.mu.Unlock()
 	}
 	p.enforceBounds(now, &out)
 	p.forward(ctx, &out)
 }
 
-// adoptDecision records a decision made by the trace's previous owner; what
-// this sampler already holds of the trace follows it, as late spans do.
-func (p *budgetTailSampler) adoptDecision(sh *shard, id pcommon.TraceID, rec handoffRecord, now time.Time, out *keptSet) {
+// adoptDecision records a decision made by the trace's previous owner
+// (from). What this sampler already holds of the trace goes back to it, so
+// that the whole trace leaves through the sampler that decided it; if that
+// fails, it follows the decision here, as late spans do. Called with sh.mu
+// held.
+func (h *handoff) adoptDecision(sh *shard, id pcommon.TraceID, rec handoffRecord, now time.Time, from string, out *keptSet) {
+	p := h.p
 	d := rec.decision
 	d.at = now.Add(-rec.age).UnixNano()
-	if t := sh.traces[id]; t != nil {
-		sh.remove(t)
-		vol := p.unit.volume(t.spans, t.bytes+t.stampBytes)
-		dec := notSampled
-		if rec.sampled {
-			dec = sampled
-			out.add(t, d.th, "")
-		}
-		sh.counters.countLate(dec, reasonLateSpan, t.spans, t.bytes)
-		sh.volumes.book(d, vol, rec.sampled, p.cfg.MaxServices)
-	}
+	cache := sh.notSampled
 	if rec.sampled {
-		sh.sampled.put(id, d)
-	} else {
-		sh.notSampled.put(id, d)
+		cache = sh.sampled
 	}
+	if t := sh.traces[id]; t != nil {
+		d.recent = [2]uint64{t.recent[0], t.recent[1]}
+		if from != "" && h.send(from, handoffItem{kind: recordFragment, id: id, chunks: t.chunks, arrived: t.arrived, spans: t.spans}) {
+			sh.remove(t)
+		} else {
+			sh.remove(t)
+			dec := notSampled
+			if rec.sampled {
+				dec = sampled
+				out.add(t, d.th, "")
+			}
+			sh.counters.countLate(dec, reasonLateSpan, t.spans, t.bytes)
+			sh.volumes.book(d, p.unit.volume(t.spans, t.bytes+t.stampBytes), rec.sampled, p.cfg.MaxServices)
+		}
+	}
+	cache.put(id, d)
 }
 
 func (h *handoff) countReceived(records map[pcommon.TraceID]handoffRecord, td ptrace.Traces) {
 	for _, rec := range records {
-		switch rec.kind {
-		case recordTrace:
-			h.stats.receivedTraces.Add(1)
-		case recordDecision:
-			h.stats.receivedDecisions.Add(1)
-		}
+		h.stats.received.count(rec.kind, 0)
 	}
-	h.stats.receivedSpans.Add(int64(td.SpanCount()))
+	h.stats.received.spans.Add(int64(td.SpanCount()))
 }
 
 func (h *handoff) observe(t *metadata.Telemetry, o metric.Observer) {
 	sent := metric.WithAttributeSet(attribute.NewSet(attribute.String("direction", "sent")))
 	received := metric.WithAttributeSet(attribute.NewSet(attribute.String("direction", "received")))
 	st := &h.stats
-	o.ObserveInt64(t.HandoffTraces, st.sentTraces.Load(), sent)
-	o.ObserveInt64(t.HandoffTraces, st.receivedTraces.Load(), received)
-	o.ObserveInt64(t.HandoffSpans, st.sentSpans.Load(), sent)
-	o.ObserveInt64(t.HandoffSpans, st.receivedSpans.Load(), received)
-	o.ObserveInt64(t.HandoffDecisions, st.sentDecisions.Load(), sent)
-	o.ObserveInt64(t.HandoffDecisions, st.receivedDecisions.Load(), received)
+	for _, f := range []struct {
+		stats *flowStats
+		attrs metric.MeasurementOption
+	}{{&st.sent, sent}, {&st.received, received}} {
+		o.ObserveInt64(t.HandoffTraces, f.stats.traces.Load(), f.attrs)
+		o.ObserveInt64(t.HandoffSpans, f.stats.spans.Load(), f.attrs)
+		o.ObserveInt64(t.HandoffDecisions, f.stats.decisions.Load(), f.attrs)
+	}
 	o.ObserveInt64(t.HandoffProxied, st.proxiedSpans.Load())
 	for i := range st.failedSpans {
 		o.ObserveInt64(t.HandoffFailed, st.failedSpans[i].Load(),

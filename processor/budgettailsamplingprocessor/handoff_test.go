@@ -407,7 +407,7 @@ func TestMalformedHandoffIsProcessedAsFreshSpans(t *testing.T) {
 	ht.resolve("127.0.0.2")
 	td := oneSpan("svc", pcommon.TraceID{9, 9, 9}, 1, 0, ht.now(), time.Millisecond)
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr(handoffAttribute, "not bytes")
-	a.p.handoff.receive(context.Background(), td, true)
+	a.p.handoff.receive(context.Background(), td, "127.0.0.9:4317")
 	assert.EqualValues(t, 1, a.p.buffered.traces.Load())
 	assert.EqualValues(t, 1, a.metric("otelcol_processor_budget_tail_sampling_handoff_failed_spans", attribute.String("cause", "malformed")))
 	ht.advance(3 * time.Second)
@@ -495,9 +495,46 @@ func TestFragmentDeliveredTwiceIsKeptOnce(t *testing.T) {
 		ts.send(c)
 	}
 	ts.advance(11 * time.Second)
+	// After the decision too: a retry that comes late is not followed twice.
+	for _, i := range []int{2, 1} {
+		c := ptrace.NewTraces()
+		parts[i].CopyTo(c)
+		ts.send(c)
+	}
 	for _, spans := range ts.keptSpans() {
 		assert.Len(t, spans, 8, "every span once")
 	}
-	assert.EqualValues(t, parts[0].SpanCount()+parts[1].SpanCount(),
+	assert.EqualValues(t, parts[0].SpanCount()+2*parts[1].SpanCount()+parts[2].SpanCount(),
 		ts.metric("otelcol_processor_budget_tail_sampling_invalid_spans", attribute.String("cause", "duplicate")))
+}
+
+// A decision that reaches a sampler holding part of the trace takes that
+// part back to the sampler that decided: the whole trace leaves from one.
+func TestAdoptedDecisionTakesTheHeldPartBackToTheDecider(t *testing.T) {
+	ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3"}, nil)
+	a, b := ht.samplers["127.0.0.2"], ht.samplers["127.0.0.3"]
+	both := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317"})
+	var ids []pcommon.TraceID
+	for i := uint64(1); len(ids) < 20; i++ {
+		if id := traceIDWithRandomness(i, 0.5); both.Owner(id) == "127.0.0.3:4317" {
+			ids = append(ids, id)
+		}
+	}
+	ht.resolve("127.0.0.2")
+	b.p.handoff.ring.Store(both) // B already sees the new ring, A not yet
+	for _, id := range ids {
+		require.NoError(t, a.p.ConsumeTraces(context.Background(), oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond)))
+		require.NoError(t, b.p.ConsumeTraces(context.Background(), oneSpan("svc", id, 2, 1, ht.now(), time.Millisecond)))
+	}
+	ht.advance(3 * time.Second) // A decides on what it has; B waits (no root)
+	require.Len(t, a.keptSpans(), len(ids))
+	require.EqualValues(t, len(ids), b.p.buffered.traces.Load())
+	ht.dns.set("127.0.0.2", "127.0.0.3")
+	a.p.refreshPeers() // A learns: its decisions travel to B
+	ht.settle()
+	assert.Zero(t, b.p.buffered.traces.Load(), "B follows A's decisions")
+	assert.Empty(t, b.keptSpans(), "and gives its parts back to A")
+	for _, id := range ids {
+		assert.Len(t, a.keptSpans()[id], 2, "trace whole at A")
+	}
 }

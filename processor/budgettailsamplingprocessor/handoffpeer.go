@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/ring"
@@ -139,7 +142,14 @@ func (pr *peer) run() {
 func (pr *peer) dial() (*grpc.ClientConn, error) {
 	cc := pr.h.cfg.Client
 	cc.Endpoint = pr.addr
-	return cc.ToClientConn(pr.ctx, pr.h.exts, pr.h.set)
+	// Connect from self_address: the receiver knows the sender by it (a
+	// decision's sender gets the trace's other parts back).
+	local := &net.TCPAddr{IP: net.ParseIP(pr.h.cfg.SelfAddress)}
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: local}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	return cc.ToClientConn(pr.ctx, pr.h.exts, pr.h.set, configgrpc.WithGrpcDialOption(grpc.WithContextDialer(dialer)))
 }
 
 // deliver sends a batch, retrying per retry_on_failure; on failure the
@@ -159,13 +169,7 @@ func (pr *peer) deliver(conn *grpc.ClientConn, batch []handoffItem) {
 	}
 	if err == nil {
 		for _, it := range batch {
-			switch it.kind {
-			case recordTrace:
-				h.stats.sentTraces.Add(1)
-			case recordDecision:
-				h.stats.sentDecisions.Add(1)
-			}
-			h.stats.sentSpans.Add(int64(it.spans))
+			h.stats.sent.count(it.kind, it.spans)
 		}
 		return
 	}
@@ -175,7 +179,7 @@ func (pr *peer) deliver(conn *grpc.ClientConn, batch []handoffItem) {
 	spans := td.SpanCount()
 	h.stats.failedSpans[failureSend].Add(int64(spans))
 	h.p.logger.Warn("handoff to peer failed; deciding its traces here", zap.String("peer", pr.addr), zap.Int("spans", spans), zap.Error(err))
-	h.receive(context.Background(), td, false)
+	h.receive(context.Background(), td, "")
 }
 
 func (pr *peer) export(client ptraceotlp.GRPCClient, td ptrace.Traces) error {
@@ -227,6 +231,21 @@ func (s *handoffServer) Export(ctx context.Context, req ptraceotlp.ExportRequest
 	if s.h.leaving.Load() {
 		return ptraceotlp.NewExportResponse(), status.Error(codes.Unavailable, "sampler is leaving the ring")
 	}
-	s.h.receive(ctx, req.Traces(), true)
+	s.h.receive(ctx, req.Traces(), s.h.senderEndpoint(ctx))
 	return ptraceotlp.NewExportResponse(), nil
+}
+
+// senderEndpoint is the ring endpoint of the peer that sent this request:
+// its address with the ring port (peers connect from the address the ring
+// knows them by).
+func (h *handoff) senderEndpoint(ctx context.Context) string {
+	pr, ok := grpcpeer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	ap, err := netip.ParseAddrPort(pr.Addr.String())
+	if err != nil {
+		return ""
+	}
+	return ring.Endpoint(net.IP(ap.Addr().Unmap().AsSlice()), h.cfg.RingPort)
 }

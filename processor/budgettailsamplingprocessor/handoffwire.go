@@ -45,8 +45,8 @@ type handoffRecord struct {
 type handoffItem struct {
 	kind        recordKind
 	id          pcommon.TraceID
-	chunks      [][]byte      // recordTrace
-	td          ptrace.Traces // recordFragment
+	chunks      [][]byte      // recordTrace, or a recordFragment of buffered chunks
+	td          ptrace.Traces // recordFragment from intake
 	arrived     time.Time
 	rootArrived time.Time // zero: no root yet
 	spans       int
@@ -72,8 +72,8 @@ func (it *handoffItem) encode(out ptrace.Traces, now time.Time, u *ptrace.ProtoU
 		}
 		rss.MoveAndAppendTo(out.ResourceSpans())
 	}
-	switch it.kind {
-	case recordTrace:
+	switch {
+	case it.chunks != nil:
 		for _, c := range it.chunks {
 			td, err := u.UnmarshalTraces(c)
 			if err != nil {
@@ -81,9 +81,9 @@ func (it *handoffItem) encode(out ptrace.Traces, now time.Time, u *ptrace.ProtoU
 			}
 			mark(td)
 		}
-	case recordFragment:
+	case it.kind == recordFragment:
 		mark(it.td)
-	case recordDecision:
+	case it.kind == recordDecision:
 		td := ptrace.NewTraces()
 		td.ResourceSpans().AppendEmpty()
 		mark(td)

@@ -298,12 +298,21 @@ func arrivedNow(now time.Time) arrival { return arrival{at: now, rootAt: now} }
 func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, a arrival, m *ptrace.ProtoMarshaler, out *keptSet) {
 	priming := p.priming.Load() && !a.handed
 	sh.fragments++
-	if d, ok := sh.sampled.get(id); ok {
-		p.followSampled(sh, f, d, p.lateSize(sh, f, m, priming), out)
-		return
-	}
-	if d, ok := sh.notSampled.get(id); ok {
-		p.followNotSampled(sh, id, f, d, p.lateSize(sh, f, m, priming), out)
+	for _, c := range [2]*idCache[decided]{sh.sampled, sh.notSampled} {
+		d, ok := c.get(id)
+		if !ok {
+			continue
+		}
+		if d.seen(f.fp) {
+			sh.counters.invalid[invalidDuplicate] += int64(f.spans)
+			return
+		}
+		c.put(id, d)
+		if c == sh.sampled {
+			p.followSampled(sh, f, d, p.lateSize(sh, f, m, priming), out)
+		} else {
+			p.followNotSampled(sh, id, f, d, p.lateSize(sh, f, m, priming), out)
+		}
 		return
 	}
 	t := sh.traces[id]
@@ -376,7 +385,7 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *f
 		prob := p.policy.Load().errorProbability(d.service)
 		th := otep235Downstream(f.inThreshold(), prob.p)
 		if th.ShouldSample(f.randomness(id)) {
-			late := decided{th: th, service: d.service, class: reasonError, rule: -1, at: d.at}
+			late := decided{th: th, service: d.service, class: reasonError, rule: -1, at: d.at, recent: d.recent}
 			sh.sampled.put(id, late)
 			sh.counters.countLate(sampled, reasonLateError, f.spans, z.bytes)
 			sh.volumes.book(late, z.vol, true, p.cfg.MaxServices)
