@@ -95,7 +95,7 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.Bytes = counter(MetricBytes, "OTLP bytes decided, by decision.", "By")
 	t.DroppedTooEarly = counter(MetricDroppedTooEarly, "Traces released without a policy decision (only when shutdown runs out of time).", "{trace}")
 	t.LateSpans = counter(MetricLateSpans, "Spans that arrived after their trace was decided, by the decision they followed.", "{span}")
-	t.InvalidSpans = counter(MetricInvalidSpans, "Invalid spans, by cause (zero_trace_id: dropped; missing_service_name, end_before_start, unparseable_tracestate, inconsistent_threshold, tracestate_truncated: processed).", "{span}")
+	t.InvalidSpans = counter(MetricInvalidSpans, "Invalid spans, by cause (zero_trace_id: dropped; missing_service_name, end_before_start, unparseable_tracestate, inconsistent_threshold, tracestate_truncated: processed; duplicate: a fragment delivered again, dropped).", "{span}")
 	t.PriorityOverflow = counter(MetricPriorityOverflow, "Error and outlier traces not kept because priority traffic exceeded max_priority_share of the budget, by class (error, outlier).", "{trace}")
 	t.ForwardFailed = counter(MetricForwardFailed, "Spans of kept traces the next consumer refused.", "{span}")
 	t.RuleTraces = counter(MetricRuleTraces, "Traces decided by a rule, by rule and outcome (matched, kept, dropped).", "{trace}")
