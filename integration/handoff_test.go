@@ -125,6 +125,7 @@ func ringOf(addrs []string) *ring.Ring {
 
 func newNetnsTier(t *testing.T, hosts string, handoff bool, n int) *netnsTier {
 	nt := &netnsTier{t: t, hosts: hosts, handoff: handoff, samplers: map[string]*collector{}, sinks: map[string]*otlpSink{}, next: 2}
+	nt.publish() // a fresh Service: nothing left from the scenario before
 	var addrs []string
 	for range n {
 		addrs = append(addrs, nt.startSampler())
