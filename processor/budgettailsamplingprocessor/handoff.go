@@ -132,21 +132,20 @@ func (h *handoff) setMembers(ips []net.IP) {
 		h.stats.ringChanges.Add(1)
 		h.p.logger.Info("sampler ring changed; handing over the traces other samplers now own",
 			zap.Strings("members", r.Endpoints()), zap.Bool("member", r.Has(h.self)))
-		h.rebalance(true)
+		h.rebalance()
 		h.retirePeers(r)
 	}
 }
 
 // rebalance sends every buffered trace this sampler does not own to its
-// owner and, with decisions, the decisions of the last window whose traces
-// moved. A trace whose owner cannot take it now stays; it is offered again
+// owner, and the decisions of the last window whose traces moved. A trace whose owner cannot take it now stays; it is offered again
 // when its wait is over (decideOrPassOn).
 //
 // Nothing else moves traces between samplers: a sampler holding a trace it
 // does not own, because a peer with another view of the ring sent it, keeps
 // it until its own view changes or the trace's wait is over — sending it
 // back at once would bounce it while the views differ.
-func (h *handoff) rebalance(decisions bool) {
+func (h *handoff) rebalance() {
 	now := h.p.now()
 	cutoff := now.Add(-h.cfg.Window).UnixNano()
 	for _, sh := range h.p.shards {
@@ -154,21 +153,19 @@ func (h *handoff) rebalance(decisions bool) {
 		for _, t := range sh.traces {
 			h.passOn(sh, t, false)
 		}
-		if decisions {
-			for _, c := range []struct {
-				cache   *idCache[decided]
-				sampled bool
-			}{{sh.sampled, true}, {sh.notSampled, false}} {
-				c.cache.recent(func(id pcommon.TraceID, d decided) bool {
-					if d.at < cutoff {
-						return false
-					}
-					if owner, mine := h.ownerOf(id); !mine {
-						h.send(owner, handoffItem{kind: recordDecision, id: id, decision: d, sampled: c.sampled})
-					}
-					return true
-				})
-			}
+		for _, c := range []struct {
+			cache   *idCache[decided]
+			sampled bool
+		}{{sh.sampled, true}, {sh.notSampled, false}} {
+			c.cache.recent(func(id pcommon.TraceID, d decided) bool {
+				if d.at < cutoff {
+					return false
+				}
+				if owner, mine := h.ownerOf(id); !mine {
+					h.send(owner, handoffItem{kind: recordDecision, id: id, decision: d, sampled: c.sampled})
+				}
+				return true
+			})
 		}
 		sh.mu.Unlock()
 	}
@@ -288,7 +285,7 @@ func (h *handoff) leave(ctx context.Context) {
 		h.ring.Store(r.Without(h.self))
 	}
 	if h.ring.Load().Size() > 0 {
-		h.rebalance(true)
+		h.rebalance()
 	}
 	h.mu.Lock()
 	for _, pr := range h.peers {
