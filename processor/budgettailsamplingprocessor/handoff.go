@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
@@ -324,85 +323,6 @@ func (h *handoff) stopServer(ctx context.Context) {
 	}
 	waitOrCut(ctx, h.server.GracefulStop, h.server.Stop)
 	<-h.served
-}
-
-// receive merges what a peer handed over (or what this sampler could not
-// send) into the buffer: traces keep the arrival times they had there,
-// fragments and decisions follow the trace's decision when it has one.
-// from is the sending peer's ring endpoint, "" for what this sampler's own
-// sends gave back.
-func (h *handoff) receive(ctx context.Context, td ptrace.Traces, from string) {
-	p := h.p
-	now := p.now()
-	records, malformed := takeRecords(td)
-	if malformed > 0 {
-		h.stats.failedSpans[failureMalformed].Add(int64(malformed))
-	}
-	if from != "" {
-		h.countReceived(records, td)
-	}
-	var out keptSet
-	var m ptrace.ProtoMarshaler
-	for id, f := range p.split(td) {
-		rec := records[id]
-		a := arrival{at: now.Add(-rec.age), rootAt: now, handed: rec.kind == recordTrace, hops: rec.hops}
-		if rec.hasRoot {
-			a.rootAt = now.Add(-rec.rootAge)
-		}
-		sh := p.shardOf(id)
-		sh.mu.Lock()
-		p.ingest(sh, id, f, a, &m, &out)
-		sh.mu.Unlock()
-	}
-	for id, rec := range records {
-		if rec.kind != recordDecision {
-			continue
-		}
-		sh := p.shardOf(id)
-		sh.mu.Lock()
-		h.adoptDecision(sh, id, rec, now, from, &out)
-		sh.mu.Unlock()
-	}
-	p.enforceBounds(now, &out)
-	p.forward(ctx, &out)
-}
-
-// adoptDecision records a decision made by the trace's previous owner
-// (from). What this sampler already holds of the trace goes back to it, so
-// that the whole trace leaves through the sampler that decided it; if that
-// fails, it follows the decision here, as late spans do. Called with sh.mu
-// held.
-func (h *handoff) adoptDecision(sh *shard, id pcommon.TraceID, rec handoffRecord, now time.Time, from string, out *keptSet) {
-	p := h.p
-	d := rec.decision
-	d.at = now.Add(-rec.age).UnixNano()
-	cache := sh.notSampled
-	if rec.sampled {
-		cache = sh.sampled
-	}
-	if t := sh.traces[id]; t != nil {
-		d.recent = [2]uint64{t.recent[0], t.recent[1]}
-		if from != "" && h.send(from, handoffItem{kind: recordFragment, id: id, chunks: t.chunks, arrived: t.arrived, spans: t.spans}) {
-			sh.remove(t)
-		} else {
-			sh.remove(t)
-			dec := notSampled
-			if rec.sampled {
-				dec = sampled
-				out.add(t, d.th, "")
-			}
-			sh.counters.countLate(dec, reasonLateSpan, t.spans, t.bytes)
-			sh.volumes.book(d, p.unit.volume(t.spans, t.bytes+t.stampBytes), rec.sampled, p.cfg.MaxServices)
-		}
-	}
-	cache.put(id, d)
-}
-
-func (h *handoff) countReceived(records map[pcommon.TraceID]handoffRecord, td ptrace.Traces) {
-	for _, rec := range records {
-		h.stats.received.count(rec.kind, 0)
-	}
-	h.stats.received.spans.Add(int64(td.SpanCount()))
 }
 
 func (h *handoff) observe(t *metadata.Telemetry, o metric.Observer) {
