@@ -1,6 +1,7 @@
 package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,14 +37,19 @@ type trace struct {
 
 // seen reports whether a fragment with this fingerprint arrived before, and
 // remembers it otherwise.
-func (t *trace) seen(fp uint64) bool {
-	for _, r := range t.recent {
-		if r == fp {
-			return true
-		}
+func (t *trace) seen(fp uint64) bool { return seenBefore(t.recent[:], fp) }
+
+// lastFingerprints are what its decision remembers of t's fragments.
+func (t *trace) lastFingerprints() [2]uint64 { return [2]uint64{t.recent[0], t.recent[1]} }
+
+// seenBefore reports whether fp is among the recent fingerprints, newest
+// first; if not, it becomes the newest and the oldest goes.
+func seenBefore(recent []uint64, fp uint64) bool {
+	if slices.Contains(recent, fp) {
+		return true
 	}
-	copy(t.recent[1:], t.recent[:len(t.recent)-1])
-	t.recent[0] = fp
+	copy(recent[1:], recent[:len(recent)-1])
+	recent[0] = fp
 	return false
 }
 
@@ -221,13 +227,7 @@ type decided struct {
 
 // seen reports whether a late fragment with this fingerprint arrived
 // before, and remembers it otherwise.
-func (d *decided) seen(fp uint64) bool {
-	if d.recent[0] == fp || d.recent[1] == fp {
-		return true
-	}
-	d.recent[1], d.recent[0] = d.recent[0], fp
-	return false
-}
+func (d *decided) seen(fp uint64) bool { return seenBefore(d.recent[:], fp) }
 
 // shard is one slice of the buffer, chosen by trace ID. The bounds
 // (max_traces, max_buffered_bytes) are the processor's, not the shard's.

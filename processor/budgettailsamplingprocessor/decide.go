@@ -72,7 +72,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 	// Every trace teaches its group's durations, errors included.
 	outlier := p.groups.observe(t.group, t.dur, tieBreak(t.id), now)
 	d := decided{service: pol.bookedService(t.service), class: reasonBaseline, rule: -1, at: now.UnixNano(),
-		recent: [2]uint64{t.recent[0], t.recent[1]}}
+		recent: t.lastFingerprints()}
 	prob := pol.baseline(t.service)
 	reasonText := reasonNames[reasonBaseline]
 	switch {
@@ -134,7 +134,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 // dropped too, errors included.
 func (p *budgetTailSampler) dropByRule(sh *shard, t *trace, ruleIdx int, cause reason, now time.Time) {
 	sh.notSampled.put(t.id, decided{class: reasonRule, rule: int16(ruleIdx), at: now.UnixNano(),
-		recent: [2]uint64{t.recent[0], t.recent[1]}})
+		recent: t.lastFingerprints()})
 	rc := &sh.counters.rules[ruleIdx]
 	rc.matched++
 	rc.dropped++

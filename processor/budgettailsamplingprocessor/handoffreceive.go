@@ -66,7 +66,7 @@ func (h *handoff) adoptDecision(sh *shard, id pcommon.TraceID, rec handoffRecord
 		cache = sh.sampled
 	}
 	if t := sh.traces[id]; t != nil {
-		d.recent = [2]uint64{t.recent[0], t.recent[1]}
+		d.recent = t.lastFingerprints()
 		if from != "" && h.send(from, handoffItem{kind: recordFragment, id: id, chunks: t.chunks, arrived: t.arrived, spans: t.spans}) {
 			sh.remove(t)
 		} else {

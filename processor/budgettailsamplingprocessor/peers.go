@@ -32,10 +32,14 @@ func (p *budgetTailSampler) refreshPeers() {
 	}
 }
 
-// resolvePeers looks the name up in both families, as the gateways' dns
-// resolver does (its ring has an entry per address).
+// resolvePeers looks the name up. The count needs IPv6 only where there is
+// no IPv4; the ring, with handoff, needs both, as the gateways' dns
+// resolver has an entry per address.
 func (p *budgetTailSampler) resolvePeers(ctx context.Context) (v4, v6 []net.IP, err error) {
 	v4, err4 := p.lookup(ctx, "ip4", p.cfg.Budget.PeersDNS)
+	if p.handoff == nil && err4 == nil && len(v4) > 0 {
+		return v4, nil, nil
+	}
 	v6, err6 := p.lookup(ctx, "ip6", p.cfg.Budget.PeersDNS)
 	if err4 != nil && err6 != nil {
 		return nil, nil, err4
