@@ -356,7 +356,13 @@ func TestE2EOverload(t *testing.T) {
 	}
 	t.Logf("overload: generator refusals %d, sampler memory_limiter refused %.0f spans, accepted %d, decided %.0f, kept %d, RSS idle %v → peak %v MiB (heap limit %d)",
 		lg.refused, refused, accepted, d, kept, baseline, peak, limitMiB)
-	assert.Equal(t, float64(accepted), d, "every accepted span decided exactly once")
+	// The gateway retries a request whole when one sampler refuses it, so
+	// other samplers see parts again; they drop what they recognise (the
+	// last fragments of each trace and decision), and a re-sent part older
+	// than that is decided twice. Nothing may be lost; double decisions
+	// stay rare.
+	assert.GreaterOrEqual(t, d, float64(accepted), "every accepted span decided")
+	assert.LessOrEqual(t, d-float64(accepted), 0.001*float64(accepted), "spans decided twice (re-sent, not recognised)")
 	assert.Positive(t, refused+float64(lg.refused), "the load was refused somewhere: it exceeded capacity")
 	for i, p := range peak {
 		assert.Less(t, p-baseline[i], limitMiB, "sampler %d: memory grown under load stays under the memory_limiter limit", i)
