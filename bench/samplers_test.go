@@ -55,25 +55,23 @@ func newSampler(b *testing.B, kind string, next consumer.Traces) processor.Trace
 		}
 	case "ours":
 		f = budgettailsamplingprocessor.NewFactory()
-		raw = oursConfig()
+		raw = oursConfig(15000)
 	default:
 		b.Fatalf("unknown sampler %q", kind)
 	}
 	return createSampler(b, f, raw, next)
 }
 
-// oursConfig is our sampler with the semantics newSampler compares.
-func oursConfig() map[string]any {
+// oursConfig is our sampler with the semantics newSampler compares, and a
+// budget in spans/s.
+func oursConfig(spansPerSecond float64) map[string]any {
 	return map[string]any{
 		"decision_wait":            decisionWait.String(),
 		"decision_wait_after_root": decisionWait.String(),
 		"max_traces":               1000000,
 		"max_buffered_bytes":       1 << 30,
 		"adjust_interval":          "1s",
-		// Enough budget for every error (1%) and p99 outlier (1%) at the
-		// ≈ 500k spans/s this loop offers, plus a thin baseline: close to
-		// contrib's 2% kept; kept-ratio shows the real figure.
-		"budget": map[string]any{"spans_per_second": 15000},
+		"budget":                   map[string]any{"spans_per_second": spansPerSecond},
 	}
 }
 
@@ -108,18 +106,26 @@ var workloads = []struct {
 	// splitInto splits each request's traces over this many requests
 	// (interleaved), so spans of a trace arrive in different requests.
 	splitInto int
-	traces    int
+	// perSpanResource gives every span a resource of its own (per-pod
+	// attributes) and sends each trace's root in its last part.
+	perSpanResource bool
+	traces          int
 }{
-	{"reference_4span", workload.Options{Services: 10, ErrorEvery: 100, SlowEvery: 100}, 1, 100},
-	{"deep_30span_split", workload.Options{Services: 10, SpansPerTrace: 30, ErrorEvery: 100, SlowEvery: 100}, 3, 10},
-	{"services_2000", workload.Options{Services: 2000, ErrorEvery: 100, SlowEvery: 100}, 1, 100},
+	{name: "reference_4span", opt: workload.Options{Services: 10, ErrorEvery: 100, SlowEvery: 100}, splitInto: 1, traces: 100},
+	{name: "deep_30span_split", opt: workload.Options{Services: 10, SpansPerTrace: 30, ErrorEvery: 100, SlowEvery: 100}, splitInto: 3, traces: 10},
+	{name: "services_2000", opt: workload.Options{Services: 2000, ErrorEvery: 100, SlowEvery: 100}, splitInto: 1, traces: 100},
+	{name: "span_resources_multipart", opt: workload.Options{Services: 200, SpansPerTrace: 2, MaxSpansPerTrace: 20,
+		ErrorEvery: 100, SlowEvery: 100}, splitInto: 3, perSpanResource: true, traces: 40},
 }
 
 // requests builds the next requests of a workload: new trace IDs every
 // time, as in production.
-func requests(g *workload.Generator, traces, splitInto int) []ptrace.Traces {
+func requests(g *workload.Generator, traces, splitInto int, perSpanResource bool) []ptrace.Traces {
 	td, _ := g.Batch(traces)
-	if splitInto <= 1 {
+	switch {
+	case perSpanResource:
+		return workload.PerSpanResources(td, splitInto)
+	case splitInto <= 1:
 		return []ptrace.Traces{td}
 	}
 	return workload.Interleave(td, splitInto)
@@ -130,9 +136,24 @@ func requests(g *workload.Generator, traces, splitInto int) []ptrace.Traces {
 // the measurement is steady state for both.
 const warmUp = decisionWait + 3*time.Second
 
+// rateWindow is the end of the warm-up over which the offered rate is measured.
+const rateWindow = 2 * time.Second
+
+// contribKept is the share of spans contrib's tail_sampling kept in its last
+// run of a workload at a GOMAXPROCS: ours is then given that share of the
+// rate it is offered as its budget, so both keep the same volume.
+var contribKept = map[string]float64{}
+
+// defaultContribShare stands in when ours runs without contrib before it
+// (a filtered run): contrib's policies keep ≈ 3% of these workloads.
+const defaultContribShare = 0.03
+
 // BenchmarkTailSamplers feeds the same stream to nothing (the cost of
 // building requests, subtracted when comparing), contrib's tail_sampling and
-// ours. After a warm-up, it measures over the timed loop:
+// ours, ours keeping the same volume as contrib: it first takes the stream
+// for a warm-up to measure the rate it is offered, and is then built again
+// with contrib's kept share of that rate as its budget (spans/s). After a
+// warm-up, it measures over the timed loop:
 //
 //   - cpu-ns/span: process CPU per span (intake and the background decisions
 //     of the traffic decision_wait earlier: steady state);
@@ -142,24 +163,20 @@ const warmUp = decisionWait + 3*time.Second
 //   - allocs/span: heap allocations per span, every goroutine (net of
 //     `none`, which allocates the requests);
 //
-//   - kept-ratio: spans forwarded over spans sent in the loop.
+//   - kept-ratio: spans forwarded over spans sent in the loop; budget-spans/s
+//     is what ours was given.
 //
-//     go test -run '^$' -bench TailSamplers -benchtime 4000x -count 3 -cpu 1,2 ./bench/
+//     go test -run '^$' -bench TailSamplers -benchtime 4000x -count 5 -cpu 1,2 ./bench/
 func BenchmarkTailSamplers(b *testing.B) {
 	for _, wl := range workloads {
 		for _, kind := range []string{"none", "contrib", "ours"} {
 			b.Run(fmt.Sprintf("%s/%s", wl.name, kind), func(b *testing.B) {
+				key := fmt.Sprint(wl.name, "/", runtime.GOMAXPROCS(0))
 				g := workload.NewGenerator(wl.opt)
 				sink := &countingSink{}
-				var p consumer.Traces = sink
-				if kind != "none" {
-					proc := newSampler(b, kind, sink)
-					defer func() { _ = proc.Shutdown(context.Background()) }()
-					p = proc
-				}
-				send := func() int {
+				send := func(p consumer.Traces) int {
 					n := 0
-					for _, td := range requests(g, wl.traces, wl.splitInto) {
+					for _, td := range requests(g, wl.traces, wl.splitInto, wl.perSpanResource) {
 						n += td.SpanCount()
 						if err := p.ConsumeTraces(context.Background(), td); err != nil {
 							b.Fatal(err)
@@ -167,11 +184,47 @@ func BenchmarkTailSamplers(b *testing.B) {
 					}
 					return n
 				}
-				if b.N >= 100 { // a smoke run (-benchtime 1x) skips the warm-up
-					for start := time.Now(); time.Since(start) < warmUp; {
-						send()
+				smoke := b.N < 100 // a smoke run (-benchtime 1x) skips the warm-ups
+				warm := func(p consumer.Traces) (spansPerSecond float64) {
+					if smoke {
+						return 0
 					}
+					var spans int
+					var measuredFrom time.Time
+					for start := time.Now(); time.Since(start) < warmUp; {
+						n := send(p)
+						if time.Since(start) >= warmUp-rateWindow {
+							if measuredFrom.IsZero() {
+								measuredFrom = time.Now()
+							}
+							spans += n
+						}
+					}
+					return float64(spans) / time.Since(measuredFrom).Seconds()
 				}
+				var p consumer.Traces = sink
+				budget := 0.0
+				switch kind {
+				case "contrib":
+					proc := newSampler(b, kind, sink)
+					defer func() { _ = proc.Shutdown(context.Background()) }()
+					p = proc
+				case "ours":
+					share, ok := contribKept[key]
+					if !ok {
+						share = defaultContribShare
+					}
+					budget = 15000
+					if !smoke {
+						probe := newOurSampler(b, sink, oursConfig(budget))
+						budget = share * warm(probe)
+						_ = probe.Shutdown(context.Background())
+					}
+					proc := newOurSampler(b, sink, oursConfig(budget))
+					defer func() { _ = proc.Shutdown(context.Background()) }()
+					p = proc
+				}
+				warm(p)
 				runtime.GC()
 				spans := 0
 				kept0 := sink.spans.Load()
@@ -180,16 +233,23 @@ func BenchmarkTailSamplers(b *testing.B) {
 				cpu0 := procwatch.SelfCPU()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					spans += send()
+					spans += send(p)
 				}
 				b.StopTimer()
 				cpu := procwatch.SelfCPU() - cpu0
 				runtime.ReadMemStats(&mem1)
+				kept := float64(sink.spans.Load()-kept0) / float64(spans)
+				if kind == "contrib" && !smoke {
+					contribKept[key] = kept
+				}
 				// All goroutines' allocations: intake and background decisions.
 				b.ReportMetric(float64(mem1.Mallocs-mem0.Mallocs)/float64(spans), "allocs/span")
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(spans), "wall-ns/span")
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(spans), "cpu-ns/span")
-				b.ReportMetric(float64(sink.spans.Load()-kept0)/float64(spans), "kept-ratio")
+				b.ReportMetric(kept, "kept-ratio")
+				if kind == "ours" {
+					b.ReportMetric(budget, "budget-spans/s")
+				}
 			})
 		}
 	}

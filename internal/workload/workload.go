@@ -18,6 +18,9 @@ import (
 type Options struct {
 	Services      int           // distinct service.name values
 	SpansPerTrace int           // spans in each trace (the first is the root)
+	// MaxSpansPerTrace, when above SpansPerTrace, varies trace sizes:
+	// uniform between the two.
+	MaxSpansPerTrace int
 	ErrorEvery    int           // every Nth trace has an ERROR span; 0 = none
 	SlowEvery     int           // every Nth trace is slow; 0 = none
 	BaseDuration  time.Duration // root duration of an ordinary trace
@@ -78,6 +81,9 @@ func (g *Generator) Next(td ptrace.Traces) Trace {
 		Error:   g.opt.ErrorEvery > 0 && g.n%g.opt.ErrorEvery == 0,
 		Slow:    g.opt.SlowEvery > 0 && g.n%g.opt.SlowEvery == 0,
 		Spans:   g.opt.SpansPerTrace,
+	}
+	if g.opt.MaxSpansPerTrace > g.opt.SpansPerTrace {
+		t.Spans += g.rnd.IntN(g.opt.MaxSpansPerTrace - g.opt.SpansPerTrace + 1)
 	}
 	// Log-normal around BaseDuration: the long right tail real latencies have.
 	dur := time.Duration(float64(g.opt.BaseDuration) * math.Exp(0.5*g.rnd.NormFloat64()))
@@ -250,4 +256,42 @@ func SetService(td ptrace.Traces, service string) {
 	for i := 0; i < rss.Len(); i++ {
 		rss.At(i).Resource().Attributes().PutStr("service.name", service)
 	}
+}
+
+// PerSpanResources spreads td's traces over parts requests, each span in a
+// ResourceSpans of its own whose resource also names the span's pod
+// (k8s.pod.name differs from span to span, so no two spans share a
+// resource), and each trace's root in the last part: how traces arrive from
+// many pods, each exporting on its own schedule, the entry service last.
+// A trace's other spans are dealt over the parts in turn.
+func PerSpanResources(td ptrace.Traces, parts int) []ptrace.Traces {
+	out := make([]ptrace.Traces, parts)
+	for i := range out {
+		out[i] = ptrace.NewTraces()
+	}
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		next := 0
+		for j := 0; j < rs.ScopeSpans().Len(); j++ {
+			ss := rs.ScopeSpans().At(j)
+			for k := 0; k < ss.Spans().Len(); k++ {
+				span := ss.Spans().At(k)
+				part := parts - 1
+				if !span.ParentSpanID().IsEmpty() {
+					part = next % parts
+					next++
+				}
+				nrs := out[part].ResourceSpans().AppendEmpty()
+				rs.Resource().CopyTo(nrs.Resource())
+				id := span.SpanID()
+				nrs.Resource().Attributes().PutStr("k8s.pod.name",
+					fmt.Sprintf("pod-%x", binary.BigEndian.Uint16(id[6:])))
+				nss := nrs.ScopeSpans().AppendEmpty()
+				ss.Scope().CopyTo(nss.Scope())
+				span.CopyTo(nss.Spans().AppendEmpty())
+			}
+		}
+	}
+	return out
 }

@@ -27,22 +27,34 @@ import (
 //
 //     go test -run '^$' -bench SpanCost -benchmem -count 5 ./processor/spancostprocessor/
 func BenchmarkSpanCost(b *testing.B) {
+	one := func(td ptrace.Traces) []ptrace.Traces { return []ptrace.Traces{td} }
 	for _, wl := range []struct {
-		name string
-		opt  workload.Options
-		dims []string
+		name  string
+		opt   workload.Options
+		dims  []string
+		parts func(ptrace.Traces) []ptrace.Traces
 	}{
-		{"reference", workload.Options{Services: 10}, []string{serviceNameKey}},
-		{"span_dimension", workload.Options{Services: 10}, []string{serviceNameKey, "db.system"}},
-		{"services_2000", workload.Options{Services: 2000}, []string{serviceNameKey}},
+		{"reference", workload.Options{Services: 10}, []string{serviceNameKey}, one},
+		{"span_dimension", workload.Options{Services: 10}, []string{serviceNameKey, "db.system"}, one},
+		{"services_2000", workload.Options{Services: 2000}, []string{serviceNameKey}, one},
+		// 30-span traces, each over 3 interleaved requests.
+		{"deep_30span_split", workload.Options{Services: 10, SpansPerTrace: 30}, []string{serviceNameKey},
+			func(td ptrace.Traces) []ptrace.Traces { return workload.Interleave(td, 3) }},
+		// Every span with a resource of its own (per pod), traces of 2–20
+		// spans over 3 requests, roots last.
+		{"span_resources_multipart", workload.Options{Services: 200, SpansPerTrace: 2, MaxSpansPerTrace: 20},
+			[]string{serviceNameKey}, func(td ptrace.Traces) []ptrace.Traces { return workload.PerSpanResources(td, 3) }},
 	} {
 		for _, pool := range []int{2, 64} {
 			g := workload.NewGenerator(wl.opt)
-			batches := make([]ptrace.Traces, pool)
+			var batches []ptrace.Traces
 			spans := 0
-			for i := range batches {
-				batches[i], _ = g.Batch(100)
-				spans += batches[i].SpanCount()
+			for len(batches) < pool {
+				td, _ := g.Batch(100)
+				for _, part := range wl.parts(td) {
+					batches = append(batches, part)
+					spans += part.SpanCount()
+				}
 			}
 			perOp := float64(spans) / float64(len(batches))
 			run := func(b *testing.B, next consumer.Traces) {

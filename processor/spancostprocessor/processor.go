@@ -3,8 +3,10 @@ package spancostprocessor // import "github.com/otelcol-cost/otelcol-cost/proces
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -14,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-cost/otelcol-cost/internal/otep235"
 	"github.com/otelcol-cost/otelcol-cost/internal/otlpsize"
 	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
 	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
@@ -40,21 +41,23 @@ type spanCost struct {
 	// serviceDim is the index of service.name in Dimensions, or -1.
 	serviceDim int
 	labelKeys  []string
+	// meters are per-request scratch (see meter.go): requests are metered
+	// without a lock, and their totals merged under mu in one short step.
+	meters sync.Pool
 
-	mu       sync.Mutex
-	series   map[string]*series
-	order    []*series // creation order, for stable iteration
-	other    *series
-	keyBuf   []byte
-	values   []string
-	onSpan   []bool // dimensions the current resource lacks
-	weights  otep235.WeightReader
-	window   window
-	sizeBufs otlpsize.Scratch
+	// index maps a series key to its series; it is replaced, never changed,
+	// so requests read it without a lock (series are created rarely).
+	index atomic.Pointer[map[string]*series]
+
+	mu     sync.Mutex // guards what follows, and every series' totals
+	order  []*series  // creation order, for stable iteration
+	other  *series
+	window window
 }
 
 // series holds the running totals of one dimension set.
 type series struct {
+	id          int // position in order: a request's totals are indexed by it
 	values      []string
 	attrs       metric.MeasurementOption
 	spans       int64
@@ -82,10 +85,9 @@ func newSpanCost(set processor.Settings, cfg *Config) (*spanCost, error) {
 		tel:        tel,
 		now:        time.Now,
 		serviceDim: slices.Index(cfg.Dimensions, serviceNameKey),
-		series:     make(map[string]*series),
-		values:     make([]string, len(cfg.Dimensions)),
-		onSpan:     make([]bool, len(cfg.Dimensions)),
 	}
+	p.meters.New = func() any { return newMeter(len(cfg.Dimensions)) }
+	p.index.Store(&map[string]*series{})
 	for _, d := range cfg.Dimensions {
 		p.labelKeys = append(p.labelKeys, promLabel(d))
 	}
@@ -107,87 +109,67 @@ func (p *spanCost) shutdown(context.Context) error {
 
 // processTraces meters td and returns it unchanged.
 func (p *spanCost) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
-	var overflowed, invalid int64
+	m := p.meters.Get().(*meter)
+	p.meter(m, td)
 	p.mu.Lock()
 	p.advance(p.now())
+	for _, t := range m.totals {
+		p.add(t)
+	}
+	p.mu.Unlock()
+	if m.overflowed > 0 {
+		p.tel.SeriesOverflow.Add(ctx, m.overflowed)
+	}
+	if m.invalid > 0 {
+		p.tel.InvalidTracestate.Add(ctx, m.invalid)
+	}
+	m.reset()
+	p.meters.Put(m)
+	return td, nil
+}
+
+// meter attributes td's spans and bytes to series, in m.
+func (p *spanCost) meter(m *meter, td ptrace.Traces) {
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		if p.resourceDims(rs.Resource().Attributes()) {
+		if m.resourceDims(p.cfg.Dimensions, rs.Resource().Attributes()) {
 			// Fast path: every dimension is on the resource, so the whole
 			// resource (spans and envelope bytes) belongs to one series.
-			s, over := p.seriesFor()
 			var n int64
 			var represented float64
 			spanwalk.ResourceSpans(rs, func(span ptrace.Span) {
-				w, bad := p.weights.Weight(span)
+				w, bad := m.weights.Weight(span)
 				represented += w
 				n++
 				if bad {
-					invalid++
+					m.invalid++
 				}
 			})
 			if n == 0 {
 				continue
 			}
+			s, over := p.seriesFor(m)
 			if over {
-				overflowed += n
+				m.overflowed += n
 			}
-			p.add(s, n, int64(otlpsize.ResourceSpansField(rs)), represented)
+			m.add(s, n, int64(otlpsize.ResourceSpansField(rs)), represented)
 			continue
 		}
 		// Slow path: some dimension lives on spans, so each span is sized and
 		// given its even share of its scope's and resource's envelope bytes.
-		p.sizeBufs.Attribute(rs, func(span ptrace.Span, bytes int) {
-			p.spanDims(span.Attributes())
-			s, over := p.seriesFor()
-			w, bad := p.weights.Weight(span)
+		m.sizes.Attribute(rs, func(span ptrace.Span, bytes int) {
+			m.spanDims(p.cfg.Dimensions, span.Attributes())
+			s, over := p.seriesFor(m)
+			w, bad := m.weights.Weight(span)
 			if bad {
-				invalid++
+				m.invalid++
 			}
 			if over {
-				overflowed++
+				m.overflowed++
 			}
-			p.add(s, 1, int64(bytes), w)
+			m.add(s, 1, int64(bytes), w)
 		})
-	}
-	p.mu.Unlock()
-	if overflowed > 0 {
-		p.tel.SeriesOverflow.Add(ctx, overflowed)
-	}
-	if invalid > 0 {
-		p.tel.InvalidTracestate.Add(ctx, invalid)
-	}
-	return td, nil
-}
-
-// resourceDims fills p.values from the resource and remembers which
-// dimensions it lacks; it reports whether it had them all.
-func (p *spanCost) resourceDims(res pcommon.Map) bool {
-	all := true
-	for i, key := range p.cfg.Dimensions {
-		v, ok := res.Get(key)
-		p.onSpan[i] = !ok
-		if ok {
-			p.values[i] = valueString(v)
-		} else {
-			all = false
-		}
-	}
-	return all
-}
-
-// spanDims fills the dimensions the resource lacks from a span's
-// attributes, `unknown` where the span lacks them too.
-func (p *spanCost) spanDims(attrs pcommon.Map) {
-	for i, key := range p.cfg.Dimensions {
-		if !p.onSpan[i] {
-			continue
-		}
-		p.values[i] = unknownValue
-		if v, ok := attrs.Get(key); ok {
-			p.values[i] = valueString(v)
-		}
 	}
 }
 
@@ -198,20 +180,27 @@ func valueString(v pcommon.Value) string {
 	return v.AsString()
 }
 
-// seriesFor returns the series of p.values, creating it under the cap; the
-// bool says the dimension set overflowed into _other.
-func (p *spanCost) seriesFor() (*series, bool) {
-	p.keyBuf = p.keyBuf[:0]
-	for _, v := range p.values {
-		p.keyBuf = append(p.keyBuf, v...)
-		p.keyBuf = append(p.keyBuf, 0x1f)
+// seriesFor returns the series of m.values, creating it under the cap; the
+// bool says the dimension set overflowed into _other. It takes the lock
+// only to create a series.
+func (p *spanCost) seriesFor(m *meter) (*series, bool) {
+	if m.last != nil && slices.Equal(m.values, m.last.values) {
+		return m.last, false
 	}
-	if s, ok := p.series[string(p.keyBuf)]; ok {
+	key := m.key()
+	if s, ok := (*p.index.Load())[string(key)]; ok {
+		m.last = s
 		return s, false
 	}
-	if len(p.series) >= p.cfg.MaxSeries {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	index := *p.index.Load()
+	if s, ok := index[string(key)]; ok { // created meanwhile
+		return s, false
+	}
+	if len(index) >= p.cfg.MaxSeries {
 		if p.other == nil {
-			vals := make([]string, len(p.values))
+			vals := make([]string, len(m.values))
 			for i := range vals {
 				vals[i] = overflowValue
 			}
@@ -219,7 +208,7 @@ func (p *spanCost) seriesFor() (*series, bool) {
 		}
 		return p.other, true
 	}
-	vals := slices.Clone(p.values)
+	vals := slices.Clone(m.values)
 	budget := p.cfg.Budgets.DefaultMonthly
 	if p.serviceDim >= 0 {
 		if b, ok := p.cfg.Budgets.Services[vals[p.serviceDim]]; ok {
@@ -227,7 +216,10 @@ func (p *spanCost) seriesFor() (*series, bool) {
 		}
 	}
 	s := p.newSeries(vals, budget)
-	p.series[string(p.keyBuf)] = s
+	next := make(map[string]*series, len(index)+1)
+	maps.Copy(next, index)
+	next[string(key)] = s
+	p.index.Store(&next)
 	return s, false
 }
 
@@ -237,16 +229,18 @@ func (p *spanCost) newSeries(vals []string, budget float64) *series {
 	for i, v := range vals {
 		kvs = append(kvs, attribute.String(p.labelKeys[i], v))
 	}
-	s := &series{values: vals, attrs: metric.WithAttributeSet(attribute.NewSet(kvs...)), budget: budget}
+	s := &series{id: len(p.order), values: vals, attrs: metric.WithAttributeSet(attribute.NewSet(kvs...)), budget: budget}
 	p.order = append(p.order, s)
 	return s
 }
 
-func (p *spanCost) add(s *series, spans, bytes int64, represented float64) {
-	cost := float64(spans)*p.perSpan + float64(bytes)*p.perByte
-	s.spans += spans
-	s.bytes += bytes
-	s.represented += represented
+// add books a request's totals for one series; called with p.mu held.
+func (p *spanCost) add(t total) {
+	s := t.series
+	cost := float64(t.spans)*p.perSpan + float64(t.bytes)*p.perByte
+	s.spans += t.spans
+	s.bytes += t.bytes
+	s.represented += t.represented
 	s.cost += cost
 	s.costBuckets[p.window.head] += cost
 }
