@@ -16,17 +16,17 @@ import (
 
 // Options shape a stream of traces.
 type Options struct {
-	Services      int           // distinct service.name values
-	SpansPerTrace int           // spans in each trace (the first is the root)
+	Services      int // distinct service.name values
+	SpansPerTrace int // spans in each trace (the first is the root)
 	// MaxSpansPerTrace, when above SpansPerTrace, varies trace sizes:
 	// uniform between the two.
 	MaxSpansPerTrace int
-	ErrorEvery    int           // every Nth trace has an ERROR span; 0 = none
-	SlowEvery     int           // every Nth trace is slow; 0 = none
-	BaseDuration  time.Duration // root duration of an ordinary trace
-	SlowDuration  time.Duration // root duration of a slow trace
-	Seed          uint64
-	Start         time.Time
+	ErrorEvery       int           // every Nth trace has an ERROR span; 0 = none
+	SlowEvery        int           // every Nth trace is slow; 0 = none
+	BaseDuration     time.Duration // root duration of an ordinary trace
+	SlowDuration     time.Duration // root duration of a slow trace
+	Seed             uint64
+	Start            time.Time
 }
 
 // Trace is one generated trace: its ID and its spans grouped by service.
