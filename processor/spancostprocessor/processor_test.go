@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -382,4 +383,42 @@ func TestShutdownUnregistersCallback(t *testing.T) {
 	require.NotEmpty(t, h.points(metadata.MetricSpans))
 	require.NoError(t, h.proc.Shutdown(context.Background()))
 	assert.Empty(t, h.points(metadata.MetricSpans))
+}
+
+// Requests are metered concurrently (the OTLP receiver calls the pipeline
+// from many goroutines) and create series concurrently: every span and byte
+// must land exactly once, and the series cap must hold.
+func TestConcurrentRequestsAddUpExactly(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Dimensions = []string{"service.name", "team"}
+	cfg.MaxSeries = 40
+	h := newHarness(t, cfg)
+	const feeders, perFeeder = 8, 40
+	var mu sync.Mutex
+	var wantBytes, wantSpans int
+	var wg sync.WaitGroup
+	for f := range feeders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := ptrace.ProtoMarshaler{}
+			for i := range perFeeder {
+				td := variedRequest(f*perFeeder + i)
+				// Many services, so that series are created while others meter.
+				workload.SetService(td, fmt.Sprintf("svc-%d", (f*7+i)%25))
+				size, spans := m.TracesSize(td), td.SpanCount()
+				h.send(td)
+				mu.Lock()
+				wantBytes += size
+				wantSpans += spans
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	spans := h.points(metadata.MetricSpans)
+	assert.Equal(t, float64(wantSpans), sum(spans))
+	assert.Equal(t, float64(wantBytes), sum(h.points(metadata.MetricBytes)))
+	assert.LessOrEqual(t, len(spans), cfg.MaxSeries+1, "max_series plus _other")
+	assert.Contains(t, spans, "service_name=_other,stage=received,team=_other,")
 }
