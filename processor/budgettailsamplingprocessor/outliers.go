@@ -2,9 +2,11 @@ package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-c
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/DataDog/sketches-go/ddsketch"
@@ -32,12 +34,31 @@ const (
 // bounded relative error, bounded bins). Each group keeps two sketches,
 // swapped every half window, so the rule follows drift: it always reflects
 // between half a window and a full window of traffic.
+//
+// Groups are spread over stripes by key, each with its own lock, so that
+// decisions on different cores rarely wait for each other: a group is only
+// ever touched under its stripe's lock.
 type outlierGroups struct {
-	cfg OutliersConfig
+	cfg     OutliersConfig
+	seed    maphash.Seed
+	stripes [groupStripes]groupStripe
+	// count is the number of groups over all stripes (max_groups bounds it).
+	count atomic.Int64
+	// lastSweep is when idle groups were last evicted, in Unix nanoseconds
+	// (0: never).
+	lastSweep atomic.Int64
+}
 
-	mu        sync.Mutex
-	groups    map[string]*group
-	lastSweep time.Time
+// groupStripes: enough that many cores seldom hit the same stripe.
+const groupStripes = 64
+
+type groupStripe struct {
+	mu     sync.Mutex
+	groups map[string]*group
+	// merged is scratch for recomputing a rule: prev and cur merged
+	// without allocating a sketch each time.
+	merged *ddsketch.DDSketch
+	_      [64]byte // keeps neighbouring stripes' locks off one cache line
 }
 
 type group struct {
@@ -63,13 +84,24 @@ type outlierRule struct {
 }
 
 func newOutlierGroups(cfg OutliersConfig) *outlierGroups {
-	return &outlierGroups{cfg: cfg, groups: make(map[string]*group)}
+	o := &outlierGroups{cfg: cfg, seed: maphash.MakeSeed()}
+	for i := range o.stripes {
+		o.stripes[i].groups = make(map[string]*group)
+	}
+	return o
+}
+
+func (o *outlierGroups) newSketch() *ddsketch.DDSketch {
+	s, _ := ddsketch.LogCollapsingLowestDenseDDSketch(o.cfg.RelativeAccuracy, sketchBins)
+	return s
 }
 
 func (o *outlierGroups) newGroup(now time.Time) *group {
-	cur, _ := ddsketch.LogCollapsingLowestDenseDDSketch(o.cfg.RelativeAccuracy, sketchBins)
-	prev, _ := ddsketch.LogCollapsingLowestDenseDDSketch(o.cfg.RelativeAccuracy, sketchBins)
-	return &group{cur: cur, prev: prev, rotatedAt: now}
+	return &group{cur: o.newSketch(), prev: o.newSketch(), rotatedAt: now}
+}
+
+func (o *outlierGroups) stripe(key string) *groupStripe {
+	return &o.stripes[maphash.String(o.seed, key)%groupStripes]
 }
 
 // tieBreak is a uniform draw in [0, 1) from the trace ID's high bytes, which
@@ -85,22 +117,35 @@ func tieBreak(id pcommon.TraceID) float64 {
 // tieBreak.
 func (o *outlierGroups) observe(key string, dur time.Duration, u float64, now time.Time) bool {
 	secs := dur.Seconds()
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	g, ok := o.groups[key]
-	if !ok {
-		if len(o.groups) >= o.cfg.MaxGroups {
+	st := o.stripe(key)
+	st.mu.Lock()
+	g := st.groups[key]
+	if g == nil {
+		reserved := o.reserve()
+		if !reserved {
+			// Evicting walks every stripe, one lock at a time: never two at once.
+			st.mu.Unlock()
 			o.evictIdle(now)
+			st.mu.Lock()
+			if g = st.groups[key]; g == nil {
+				reserved = o.reserve()
+			}
 		}
-		if len(o.groups) >= o.cfg.MaxGroups {
+		if g == nil && !reserved {
+			st.mu.Unlock()
 			key = overflowGroup
-			g = o.groups[key]
+			st = o.stripe(key)
+			st.mu.Lock()
+			if g = st.groups[key]; g == nil {
+				o.count.Add(1) // the overflow group is beyond the cap
+			}
 		}
 		if g == nil {
 			g = o.newGroup(now)
-			o.groups[key] = g
+			st.groups[key] = g
 		}
 	}
+	defer st.mu.Unlock()
 	g.lastSeen = now
 	if now.Sub(g.rotatedAt) >= o.cfg.Window/2 {
 		g.prev, g.cur = g.cur, g.prev
@@ -113,7 +158,7 @@ func (o *outlierGroups) observe(key string, dur time.Duration, u float64, now ti
 		outlier = dur > o.cfg.FallbackLatencyThreshold
 	} else {
 		if g.pending >= recomputeEvery {
-			g.recompute(o.cfg.Quantile)
+			o.recompute(st, g)
 		}
 		outlier = g.rule.matches(g.cur, secs, u)
 	}
@@ -135,24 +180,52 @@ func (r outlierRule) matches(s *ddsketch.DDSketch, secs, u float64) bool {
 	return bin > r.quantileBin || (bin == r.quantileBin && u < r.tieShare)
 }
 
-// evictIdle drops groups not seen for a window, at most once a second (it
-// walks every group).
-func (o *outlierGroups) evictIdle(now time.Time) {
-	if now.Sub(o.lastSweep) < time.Second {
-		return
-	}
-	o.lastSweep = now
-	for key, g := range o.groups {
-		if now.Sub(g.lastSeen) > o.cfg.Window {
-			delete(o.groups, key)
+// reserve counts a new group in, unless max_groups are there.
+func (o *outlierGroups) reserve() bool {
+	for {
+		n := o.count.Load()
+		if n >= int64(o.cfg.MaxGroups) {
+			return false
+		}
+		if o.count.CompareAndSwap(n, n+1) {
+			return true
 		}
 	}
 }
 
-func (g *group) recompute(q float64) {
+// evictIdle drops groups not seen for a window, at most once a second (it
+// walks every group); called without any stripe's lock.
+func (o *outlierGroups) evictIdle(now time.Time) {
+	last := o.lastSweep.Load()
+	if last != 0 && now.UnixNano()-last < int64(time.Second) || !o.lastSweep.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	for i := range o.stripes {
+		st := &o.stripes[i]
+		st.mu.Lock()
+		for key, g := range st.groups {
+			if now.Sub(g.lastSeen) > o.cfg.Window {
+				delete(st.groups, key)
+				o.count.Add(-1)
+			}
+		}
+		st.mu.Unlock()
+	}
+}
+
+// recompute derives g's rule from its two sketches; called with st.mu held.
+func (o *outlierGroups) recompute(st *groupStripe, g *group) {
+	if st.merged == nil {
+		st.merged = o.newSketch()
+	}
+	st.merged.Clear()
+	_ = st.merged.MergeWith(g.prev)
+	_ = st.merged.MergeWith(g.cur)
+	g.recomputeFrom(st.merged, o.cfg.Quantile)
+}
+
+func (g *group) recomputeFrom(merged *ddsketch.DDSketch, q float64) {
 	g.pending = 0
-	merged := g.prev.Copy()
-	_ = merged.MergeWith(g.cur)
 	store := merged.GetPositiveValueStore()
 	n := store.TotalCount()
 	if n == 0 {
@@ -184,24 +257,28 @@ func (g *group) recompute(q float64) {
 // threshold returns a group's current quantile (the upper edge of its bin)
 // and observation count.
 func (o *outlierGroups) threshold(key string) (time.Duration, float64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	g, ok := o.groups[key]
+	st := o.stripe(key)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	g, ok := st.groups[key]
 	if !ok {
 		return 0, 0
 	}
-	g.recompute(o.cfg.Quantile)
+	o.recompute(st, g)
 	secs := g.cur.Value(g.rule.quantileBin)
 	return time.Duration(secs * float64(time.Second)), g.prev.GetCount() + g.cur.GetCount()
 }
 
 // keys lists the groups, sorted.
 func (o *outlierGroups) keys() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	out := make([]string, 0, len(o.groups))
-	for k := range o.groups {
-		out = append(out, k)
+	var out []string
+	for i := range o.stripes {
+		st := &o.stripes[i]
+		st.mu.Lock()
+		for k := range st.groups {
+			out = append(out, k)
+		}
+		st.mu.Unlock()
 	}
 	sort.Strings(out)
 	return out

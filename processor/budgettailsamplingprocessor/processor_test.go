@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -369,7 +370,7 @@ func TestOutlierGroupsAreCapped(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		o.observe(fmt.Sprint(i), time.Millisecond, 0, time.Unix(0, 0))
 	}
-	assert.Len(t, o.groups, 4, "three groups and the shared overflow group")
+	assert.Len(t, o.keys(), 4, "three groups and the shared overflow group")
 	_, n := o.threshold(overflowGroup)
 	assert.Equal(t, 7.0, n)
 }
@@ -449,4 +450,32 @@ func TestConcurrentIntakeWithBackgroundDecisions(t *testing.T) {
 	decided := c.spans[sampled] + c.spans[notSampled]
 	assert.Equal(t, total.Load(), decided, "every span decided exactly once")
 	assert.Equal(t, c.spans[sampled], int64(ts.sink.SpanCount()))
+}
+
+// Decisions on many cores learn groups concurrently: the cap holds (plus
+// the overflow group) and every observation is learned once.
+func TestOutlierGroupsConcurrently(t *testing.T) {
+	cfg := createDefaultConfig().Outliers
+	cfg.MaxGroups = 50
+	o := newOutlierGroups(cfg)
+	const workers, each = 8, 2000
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				o.observe(fmt.Sprint((w*each+i)%200), time.Duration(1+i%50)*time.Millisecond, 0.5, time.Unix(0, 0))
+			}
+		}()
+	}
+	wg.Wait()
+	keys := o.keys()
+	assert.Len(t, keys, cfg.MaxGroups+1, "the cap, and the overflow group")
+	total := 0.0
+	for _, k := range keys {
+		_, n := o.threshold(k)
+		total += n
+	}
+	assert.Equal(t, float64(workers*each), total)
 }
