@@ -18,7 +18,6 @@ type trace struct {
 	id          pcommon.TraceID
 	arrived     time.Time
 	rootArrived time.Time
-	seq         uint64 // arrival order across shards, for forced decisions
 	chunks      [][]byte
 	bytes       int64
 	links       [3]link
@@ -253,13 +252,49 @@ type shard struct {
 	// with fragments but no decision is not idle, only between bursts.
 	fragments int64
 	totals    *bufferTotals
+	// pendingTraces and pendingBytes are changes not yet added to totals:
+	// adding every trace's to counters all cores share would make every
+	// core wait on the same cache line.
+	pendingTraces int64
+	pendingBytes  int64
 }
 
 // bufferTotals are the whole processor's buffered traces and bytes, the
-// figures max_traces and max_buffered_bytes bound.
+// figures max_traces and max_buffered_bytes bound. Shards add their changes
+// in steps (flushTraces, flushBytes), so the totals trail the shards by at
+// most a step per shard: at most 1/64 of either bound over all shards.
 type bufferTotals struct {
 	traces atomic.Int64
 	bytes  atomic.Int64
+	// The steps: at most 32 traces and 64 KiB, at least 1.
+	flushTraces, flushBytes int64
+}
+
+func newBufferTotals(cfg *Config, shards int) bufferTotals {
+	step := func(bound, most int64) int64 { return min(max(bound/int64(shards*64), 1), most) }
+	return bufferTotals{flushTraces: step(int64(cfg.MaxTraces), 32), flushBytes: step(cfg.MaxBufferedBytes, 64<<10)}
+}
+
+// account records a change of the shard's buffer; called with s.mu held.
+func (s *shard) account(traces, bytes int64) {
+	s.pendingTraces += traces
+	s.pendingBytes += bytes
+	t := s.totals
+	if s.pendingTraces >= t.flushTraces || s.pendingTraces <= -t.flushTraces ||
+		s.pendingBytes >= t.flushBytes || s.pendingBytes <= -t.flushBytes {
+		s.flush()
+	}
+}
+
+// flush adds the shard's pending changes to the totals; called with s.mu held.
+func (s *shard) flush() {
+	if s.pendingTraces != 0 {
+		s.totals.traces.Add(s.pendingTraces)
+	}
+	if s.pendingBytes != 0 {
+		s.totals.bytes.Add(s.pendingBytes)
+	}
+	s.pendingTraces, s.pendingBytes = 0, 0
 }
 
 func newShard(cfg *Config, n int, totals *bufferTotals, rules int) *shard {
@@ -291,8 +326,7 @@ func (s *shard) remove(t *trace) {
 	}
 	s.bytes -= t.bytes
 	s.spans -= int64(t.spans)
-	s.totals.traces.Add(-1)
-	s.totals.bytes.Add(-t.bytes)
+	s.account(-1, -t.bytes)
 }
 
 // add puts a new trace in the buffer; a handed one (from a peer) waits in
@@ -305,7 +339,7 @@ func (s *shard) add(t *trace, handed bool) {
 	} else {
 		s.arrivals.pushBack(t)
 	}
-	s.totals.traces.Add(1)
+	s.account(1, 0)
 }
 
 // oldest is the trace to decide first when the buffer must shrink.
@@ -338,5 +372,5 @@ func (s *shard) arrivedEarlier(t *trace, at time.Time) {
 func (s *shard) grow(t *trace, n int64) {
 	t.bytes += n
 	s.bytes += n
-	s.totals.bytes.Add(n)
+	s.account(0, n)
 }

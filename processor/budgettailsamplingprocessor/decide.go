@@ -2,14 +2,36 @@ package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-c
 
 import (
 	"context"
+	"runtime"
+	"sync"
 	"time"
 )
 
-// decideExpired decides every trace whose wait is over.
+// decideExpired decides every trace whose wait is over: the shards are
+// shared among up to GOMAXPROCS goroutines, each forwarding what it kept in
+// one request.
 func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 	now := p.now()
-	for _, sh := range p.shards {
-		var out keptSet
+	workers := min(runtime.GOMAXPROCS(0), len(p.shards))
+	if workers == 1 {
+		p.decideShards(ctx, p.shards, now)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := w*len(p.shards)/workers, (w+1)*len(p.shards)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.decideShards(ctx, p.shards[lo:hi], now)
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, now time.Time) {
+	var out keptSet
+	for _, sh := range shards {
 		sh.mu.Lock()
 		for t := sh.arrivals.head; t != nil && now.Sub(t.arrived) >= p.cfg.DecisionWait; t = sh.arrivals.head {
 			p.decideOrPassOn(sh, t, now, &out)
@@ -24,9 +46,10 @@ func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 			}
 			t = next
 		}
+		sh.flush()
 		sh.mu.Unlock()
-		p.forward(ctx, &out)
 	}
+	p.forward(ctx, &out)
 }
 
 // decideOrPassOn decides a trace whose wait is over, unless the ring gives
@@ -158,6 +181,7 @@ func (p *budgetTailSampler) enforceBounds(now time.Time, out *keptSet) {
 		if t := sh.oldest(); t != nil {
 			p.decide(sh, t, now, reasonForced, out)
 		}
+		sh.flush() // the loop reads the totals
 		sh.mu.Unlock()
 	}
 }
@@ -166,11 +190,11 @@ func (p *budgetTailSampler) enforceBounds(now time.Time, out *keptSet) {
 // only memory pressure brings it here.
 func (p *budgetTailSampler) oldestShard() *shard {
 	var oldest *shard
-	var seq uint64
+	var at time.Time
 	for _, sh := range p.shards {
 		sh.mu.Lock()
-		if h := sh.oldest(); h != nil && (oldest == nil || h.seq < seq) {
-			oldest, seq = sh, h.seq
+		if h := sh.oldest(); h != nil && (oldest == nil || h.arrived.Before(at)) {
+			oldest, at = sh, h.arrived
 		}
 		sh.mu.Unlock()
 	}

@@ -163,7 +163,7 @@ func TestHandoffMovesTracesToTheirNewOwnerWithTheirArrivalTime(t *testing.T) {
 	a, b := ht.samplers["127.0.0.2"], ht.samplers["127.0.0.3"]
 	ht.resolve("127.0.0.2") // B is not in the ring yet: A owns everything
 	later := multipart(t, a, 300)
-	require.EqualValues(t, 300, a.p.buffered.traces.Load())
+	require.EqualValues(t, 300, a.p.bufferedTraces())
 
 	ht.advance(4 * time.Second)
 	ht.resolve("127.0.0.2", "127.0.0.3") // scale out: B joins
@@ -176,8 +176,8 @@ func TestHandoffMovesTracesToTheirNewOwnerWithTheirArrivalTime(t *testing.T) {
 		}
 	}
 	require.Positive(t, toB)
-	assert.EqualValues(t, 300-toB, a.p.buffered.traces.Load(), "A keeps only what it owns")
-	assert.EqualValues(t, toB, b.p.buffered.traces.Load(), "B holds what moved")
+	assert.EqualValues(t, 300-toB, a.p.bufferedTraces(), "A keeps only what it owns")
+	assert.EqualValues(t, toB, b.p.bufferedTraces(), "B holds what moved")
 	assert.EqualValues(t, toB, b.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("received")))
 	assert.EqualValues(t, toB, a.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("sent")))
 
@@ -186,14 +186,14 @@ func TestHandoffMovesTracesToTheirNewOwnerWithTheirArrivalTime(t *testing.T) {
 		require.NoError(t, a.p.ConsumeTraces(context.Background(), part))
 	}
 	ht.settle()
-	assert.EqualValues(t, toB, b.p.buffered.traces.Load())
+	assert.EqualValues(t, toB, b.p.bufferedTraces())
 	assert.Positive(t, a.metric("otelcol_processor_budget_tail_sampling_handoff_proxied_spans"))
 
 	// Decision_wait (10 s) counts from the first arrival at A, 4 s before
 	// the handoff: both decide at 10 s, not 14.
 	ht.advance(1 * time.Second) // the roots arrived at 4 s: 2 s after root is 6 s
 	ht.advance(1 * time.Second)
-	assert.Zero(t, a.p.buffered.traces.Load()+b.p.buffered.traces.Load(), "decided 2 s after the root, as without handoff")
+	assert.Zero(t, a.p.bufferedTraces()+b.p.bufferedTraces(), "decided 2 s after the root, as without handoff")
 	assertWhole(t, ht.where(), 300)
 }
 
@@ -207,12 +207,12 @@ func TestHandedTracesKeepTheirDecisionWait(t *testing.T) {
 	ht.advance(6 * time.Second)
 	ht.resolve("127.0.0.3") // A leaves the ring
 	ht.settle()
-	require.Zero(t, a.p.buffered.traces.Load())
-	require.EqualValues(t, len(later), b.p.buffered.traces.Load())
+	require.Zero(t, a.p.bufferedTraces())
+	require.EqualValues(t, len(later), b.p.bufferedTraces())
 	ht.advance(3 * time.Second)
-	assert.EqualValues(t, len(later), b.p.buffered.traces.Load(), "9 s after the first span: still waiting")
+	assert.EqualValues(t, len(later), b.p.bufferedTraces(), "9 s after the first span: still waiting")
 	ht.advance(1100 * time.Millisecond)
-	assert.Zero(t, b.p.buffered.traces.Load(), "10 s after the first span arrived at A: decided at B")
+	assert.Zero(t, b.p.bufferedTraces(), "10 s after the first span arrived at A: decided at B")
 }
 
 func TestRecentDecisionsTravelWithTheRing(t *testing.T) {
@@ -228,7 +228,7 @@ func TestRecentDecisionsTravelWithTheRing(t *testing.T) {
 		require.NoError(t, a.p.ConsumeTraces(context.Background(), oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond)))
 	}
 	ht.advance(3 * time.Second)
-	require.Zero(t, a.p.buffered.traces.Load())
+	require.Zero(t, a.p.bufferedTraces())
 	keptAtA := a.keptSpans()
 	require.NotEmpty(t, keptAtA)
 	require.Less(t, len(keptAtA), 200)
@@ -245,7 +245,7 @@ func TestRecentDecisionsTravelWithTheRing(t *testing.T) {
 		}
 	}
 	require.Positive(t, moved)
-	assert.Zero(t, b.p.buffered.traces.Load(), "late spans follow the decision made at A, not a new one")
+	assert.Zero(t, b.p.bufferedTraces(), "late spans follow the decision made at A, not a new one")
 	for id, spans := range b.keptSpans() {
 		_, keptBefore := keptAtA[id]
 		assert.True(t, keptBefore, "B keeps late spans only of traces A kept")
@@ -285,7 +285,7 @@ func TestGracefulLeaveHandsTheBufferOver(t *testing.T) {
 	}
 	require.Positive(t, owned)
 	ht.settle() // what A does not own went on at once
-	require.EqualValues(t, owned, a.p.buffered.traces.Load())
+	require.EqualValues(t, owned, a.p.bufferedTraces())
 
 	ht.dns.set("127.0.0.3", "127.0.0.4") // A's endpoint leaves the Service, then SIGTERM
 	require.NoError(t, a.p.Shutdown(context.Background()))
@@ -356,7 +356,7 @@ func TestPeerThatRefusesOrHangsDegradesToLocalDecisions(t *testing.T) {
 			}
 			assert.Less(t, time.Since(start), 2*time.Second, "intake does not stall on a bad peer")
 			ht.settle()
-			assert.EqualValues(t, 200, a.p.buffered.traces.Load(), "what the peer did not take is back in A's buffer")
+			assert.EqualValues(t, 200, a.p.bufferedTraces(), "what the peer did not take is back in A's buffer")
 			assert.Positive(t, a.metric("otelcol_processor_budget_tail_sampling_handoff_failed_spans", attribute.String("cause", "send")))
 			ht.advance(11 * time.Second)
 			where := ht.where()
@@ -408,7 +408,7 @@ func TestMalformedHandoffIsProcessedAsFreshSpans(t *testing.T) {
 	td := oneSpan("svc", pcommon.TraceID{9, 9, 9}, 1, 0, ht.now(), time.Millisecond)
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr(handoffAttribute, "not bytes")
 	a.p.handoff.receive(context.Background(), td, "127.0.0.9:4317")
-	assert.EqualValues(t, 1, a.p.buffered.traces.Load())
+	assert.EqualValues(t, 1, a.p.bufferedTraces())
 	assert.EqualValues(t, 1, a.metric("otelcol_processor_budget_tail_sampling_handoff_failed_spans", attribute.String("cause", "malformed")))
 	ht.advance(3 * time.Second)
 	kept := a.keptSpans()
@@ -465,7 +465,7 @@ func TestDisagreeingViewsDoNotPassATraceForever(t *testing.T) {
 	where := ht.where()
 	require.Len(t, where, 1)
 	assert.Len(t, where[id], 1, "decided by one sampler")
-	assert.Zero(t, a.p.buffered.traces.Load()+b.p.buffered.traces.Load())
+	assert.Zero(t, a.p.bufferedTraces()+b.p.bufferedTraces())
 	passed := a.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("sent")) +
 		b.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("sent"))
 	assert.EqualValues(t, maxHops, passed, "passed on maxHops times, then decided")
@@ -528,11 +528,11 @@ func TestAdoptedDecisionTakesTheHeldPartBackToTheDecider(t *testing.T) {
 	}
 	ht.advance(3 * time.Second) // A decides on what it has; B waits (no root)
 	require.Len(t, a.keptSpans(), len(ids))
-	require.EqualValues(t, len(ids), b.p.buffered.traces.Load())
+	require.EqualValues(t, len(ids), b.p.bufferedTraces())
 	ht.dns.set("127.0.0.2", "127.0.0.3")
 	a.p.refreshPeers() // A learns: its decisions travel to B
 	ht.settle()
-	assert.Zero(t, b.p.buffered.traces.Load(), "B follows A's decisions")
+	assert.Zero(t, b.p.bufferedTraces(), "B follows A's decisions")
 	assert.Empty(t, b.keptSpans(), "and gives its parts back to A")
 	for _, id := range ids {
 		assert.Len(t, a.keptSpans()[id], 2, "trace whole at A")

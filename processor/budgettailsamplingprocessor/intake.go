@@ -322,7 +322,7 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, a
 	}
 	switch {
 	case t == nil:
-		t = &trace{id: id, arrived: a.at, seq: p.seq.Add(1)}
+		t = &trace{id: id, arrived: a.at}
 		t.recent[0] = f.fp
 		sh.add(t, a.handed)
 	case a.handed:

@@ -38,7 +38,6 @@ type budgetTailSampler struct {
 	unit     budgetUnit
 	shards   []*shard
 	buffered bufferTotals
-	seq      atomic.Uint64
 	groups   *outlierGroups
 	rules    *ruleSet
 	policy   atomic.Pointer[policy]
@@ -89,6 +88,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		rules:  rules,
 		stop:   make(chan struct{}),
 	}
+	p.buffered = newBufferTotals(cfg, n)
 	for range n {
 		p.shards = append(p.shards, newShard(cfg, n, &p.buffered, len(rules.rules)))
 	}
@@ -202,16 +202,24 @@ func (p *budgetTailSampler) shardOf(id pcommon.TraceID) *shard {
 	return p.shards[binary.BigEndian.Uint64(id[8:])%uint64(len(p.shards))]
 }
 
-// totals sums the shards' counters and buffered spans, and reads the
-// buffer's size.
+// totals sums the shards' counters and what they buffer.
 func (p *budgetTailSampler) totals() (c counters, traces, spans, bytes int64) {
 	for _, sh := range p.shards {
 		sh.mu.Lock()
 		c.add(&sh.counters)
+		traces += int64(len(sh.traces))
 		spans += sh.spans
+		bytes += sh.bytes
 		sh.mu.Unlock()
 	}
-	return c, p.buffered.traces.Load(), spans, p.buffered.bytes.Load()
+	return c, traces, spans, bytes
+}
+
+// bufferedTraces is how many traces the shards hold now (exact, unlike the
+// totals the bounds read).
+func (p *budgetTailSampler) bufferedTraces() int64 {
+	_, traces, _, _ := p.totals()
+	return traces
 }
 
 func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error {
