@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -131,6 +132,32 @@ func requests(g *workload.Generator, traces, splitInto int, perSpanResource bool
 	return workload.Interleave(td, splitInto)
 }
 
+// oursAtContribVolume builds our sampler with contrib's kept share (from
+// its last run under key) of the rate ours is offered as budget, and warms
+// it up. The rate depends a little on the budget (kept spans cost more), so
+// it is measured again under the new budget, and the sampler rebuilt once
+// more if the rate moved by more than 10%. warm feeds a sampler for warmUp
+// and returns the rate over its last rateWindow (0 in a smoke run).
+func oursAtContribVolume(b *testing.B, key string, sink consumer.Traces, warm func(consumer.Traces) float64) (processor.Traces, float64) {
+	share, ok := contribKept[key]
+	if !ok {
+		share = defaultContribShare
+	}
+	budget, rate := 15000.0, 0.0
+	for range 2 {
+		proc := newOurSampler(b, sink, oursConfig(budget))
+		r := warm(proc)
+		if r == 0 || (rate > 0 && math.Abs(r/rate-1) < 0.1) {
+			return proc, budget
+		}
+		_ = proc.Shutdown(context.Background())
+		rate, budget = r, share*r
+	}
+	proc := newOurSampler(b, sink, oursConfig(budget))
+	warm(proc)
+	return proc, budget
+}
+
 // warmUp is how long each sampler takes traffic before measuring: its
 // decision wait plus time for ours to measure rates and set its baseline, so
 // the measurement is steady state for both.
@@ -210,21 +237,14 @@ func BenchmarkTailSamplers(b *testing.B) {
 					defer func() { _ = proc.Shutdown(context.Background()) }()
 					p = proc
 				case "ours":
-					share, ok := contribKept[key]
-					if !ok {
-						share = defaultContribShare
-					}
-					budget = 15000
-					if !smoke {
-						probe := newOurSampler(b, sink, oursConfig(budget))
-						budget = share * warm(probe)
-						_ = probe.Shutdown(context.Background())
-					}
-					proc := newOurSampler(b, sink, oursConfig(budget))
+					var proc processor.Traces
+					proc, budget = oursAtContribVolume(b, key, sink, warm)
 					defer func() { _ = proc.Shutdown(context.Background()) }()
 					p = proc
 				}
-				warm(p)
+				if kind != "ours" {
+					warm(p)
+				}
 				runtime.GC()
 				spans := 0
 				kept0 := sink.spans.Load()
