@@ -5,6 +5,9 @@
 //
 // Setups:
 //
+//	bare     the bare receive path: otlp → memory_limiter → nop
+//	         (bench/testdata/bare.yaml), the baseline the others are
+//	         compared with
 //	tail     configs/tail.yaml as shipped (span_cost + budget_tail_sampling)
 //	contrib  the same pipeline with contrib's tail_sampling instead
 //	         (bench/testdata/contrib-tail.yaml)
@@ -54,7 +57,7 @@ const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Expor
 
 func main() {
 	bin := flag.String("bin", "bin/otelcol-cost", "the built distribution")
-	setups := flag.String("setups", "tail,contrib,gateway,gateway_zstd,gateway_none", "comma-separated setups to run")
+	setups := flag.String("setups", "bare,tail,contrib,gateway,gateway_zstd,gateway_none", "comma-separated setups to run")
 	start := flag.Float64("start", 20000, "first offered rate, spans/s")
 	factor := flag.Float64("factor", 1.5, "rate multiplier between steps")
 	steps := flag.Int("steps", 10, "at most this many steps per setup")
@@ -97,12 +100,14 @@ func run(bin string, setups []string, start, factor float64, steps int, step tim
 	table.WriteString("| setup | offered spans/s | sent spans/s | refused | collector CPU µs/span | generator CPU µs/span | RSS MiB |\n")
 	table.WriteString("|---|---|---|---|---|---|---|\n")
 	var summary strings.Builder
+	results := map[string][]stepResult{}
 	for _, name := range setups {
 		s, ok := setupsByName[name]
 		if !ok {
 			return fmt.Errorf("unknown setup %q", name)
 		}
 		res, err := ramp(bin, s, reqs, start, factor, steps, step, workers)
+		results[name] = res
 		for _, r := range res {
 			fmt.Fprintf(&table, "| %s | %.0f | %.0f | %.2f%% | %.2f | %.2f | %d |\n", name, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB)
 		}
@@ -115,6 +120,11 @@ func run(bin string, setups []string, start, factor float64, steps int, step tim
 			continue
 		}
 		fmt.Fprintf(&summary, "%s: sustained %.0f spans/s, %.2f µs CPU/span, %d MiB RSS\n", name, best.sent, best.cpuPerSpan, best.rssMiB)
+	}
+	for _, name := range setups {
+		if name != "bare" && results["bare"] != nil {
+			summary.WriteString(compare(name, results[name], results["bare"]) + "\n")
+		}
 	}
 	fmt.Print("\n" + table.String() + "\n" + summary.String())
 	if out != "" {
@@ -147,6 +157,27 @@ func sustained(res []stepResult) *stepResult {
 	return best
 }
 
+// compare relates a setup to the bare receive path: CPU per span at the
+// highest offered rate both sustained, and the sustained rates.
+func compare(name string, res, bare []stepResult) string {
+	var at *stepResult
+	var base stepResult
+	for i := range res {
+		for _, b := range bare {
+			if res[i].passed && b.passed && res[i].offered == b.offered {
+				at, base = &res[i], b
+			}
+		}
+	}
+	best, bestBare := sustained(res), sustained(bare)
+	if at == nil || best == nil || bestBare == nil {
+		return fmt.Sprintf("%s vs bare: no rate both sustained", name)
+	}
+	return fmt.Sprintf("%s vs bare: %.2f× the CPU per span at %.0f spans/s offered (%.2f vs %.2f µs); sustains %.0f%% of bare's spans/s (%.0f vs %.0f)",
+		name, at.cpuPerSpan/base.cpuPerSpan, at.offered, at.cpuPerSpan, base.cpuPerSpan,
+		100*best.sent/bestBare.sent, best.sent, bestBare.sent)
+}
+
 // setup is a collector configuration, how many sinks it exports to and
 // extra environment.
 type setup struct {
@@ -156,6 +187,7 @@ type setup struct {
 }
 
 var setupsByName = map[string]setup{
+	"bare":    {config: "bench/testdata/bare.yaml"},
 	"tail":    {config: "configs/tail.yaml"},
 	"contrib": {config: "bench/testdata/contrib-tail.yaml"},
 	"gateway": {config: "configs/gateway.yaml", sinks: 3},

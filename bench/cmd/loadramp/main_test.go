@@ -52,7 +52,7 @@ func TestRampMeasuresEverySetup(t *testing.T) {
 	}
 	reqs, err := buildRequests(4)
 	require.NoError(t, err)
-	for _, name := range []string{"tail", "contrib", "gateway"} {
+	for _, name := range []string{"bare", "tail", "contrib", "gateway"} {
 		t.Run(name, func(t *testing.T) {
 			res, err := ramp(bin, setupsByName[name], reqs, 4000, 2, 1, 3*time.Second, 4)
 			require.NoError(t, err)
@@ -68,4 +68,23 @@ func TestRampMeasuresEverySetup(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The comparison takes the highest rate both setups sustained, not each
+// one's own limit.
+func TestCompareAtTheSameRate(t *testing.T) {
+	bare := []stepResult{
+		{offered: 100, sent: 100, cpuPerSpan: 4, passed: true},
+		{offered: 200, sent: 200, cpuPerSpan: 3, passed: true},
+		{offered: 400, sent: 390, cpuPerSpan: 2.5, passed: true},
+	}
+	tail := []stepResult{
+		{offered: 100, sent: 100, cpuPerSpan: 5, passed: true},
+		{offered: 200, sent: 200, cpuPerSpan: 3.6, passed: true},
+		{offered: 400, sent: 300, cpuPerSpan: 3, passed: false},
+	}
+	got := compare("tail", tail, bare)
+	assert.Contains(t, got, "1.20× the CPU per span at 200 spans/s offered")
+	assert.Contains(t, got, "sustains 51% of bare's spans/s (200 vs 390)")
+	assert.Contains(t, compare("tail", tail[2:], bare), "no rate both sustained")
 }
