@@ -29,15 +29,31 @@ func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 	wg.Wait()
 }
 
+// decideRun is how many traces a decision pass decides before letting
+// intake into the shard.
+const decideRun = 256
+
 func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, now time.Time) {
 	var out keptSet
 	for _, sh := range shards {
 		sh.mu.Lock()
+		decided := 0
+		// Intake waits for the shard while it is decided: let it in between
+		// runs of decisions (the lists are read from their heads again).
+		yield := func() {
+			if decided++; decided%decideRun == 0 {
+				sh.flush()
+				sh.mu.Unlock()
+				sh.mu.Lock()
+			}
+		}
 		for t := sh.arrivals.head; t != nil && now.Sub(t.arrived) >= p.cfg.DecisionWait; t = sh.arrivals.head {
 			p.decideOrPassOn(sh, t, now, &out)
+			yield()
 		}
 		for t := sh.roots.head; t != nil && now.Sub(t.rootArrived) >= p.cfg.DecisionWaitAfterRoot; t = sh.roots.head {
 			p.decideOrPassOn(sh, t, now, &out)
+			yield()
 		}
 		for t := sh.handed.head; t != nil; {
 			next := t.links[handedList].next

@@ -336,6 +336,7 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, a
 		sh.intake += p.unit.volume(f.spans, int64(len(chunk))+f.stampBytes)
 	}
 	sh.spans += int64(f.spans)
+	f.service, f.group = sh.intern(f.service), sh.intern(f.group)
 	if t.merge(&f.summary) {
 		t.rootArrived = a.rootAt
 		if !t.handed {

@@ -18,6 +18,9 @@
 //
 //	go run ./bench/cmd/loadramp -bin bin/otelcol-cost
 //
+// LOADRAMP_EXTRA_CONFIG names a configuration merged over each setup's (for
+// instance the pprof extension, to profile the collector under load).
+//
 // Requests are pre-built OTLP protobuf (the reference workload: 100 traces
 // of 4 spans, 10 services, 1% errors, 1% slow); each send gets fresh trace
 // IDs patched into the bytes, so the generator costs little CPU and the
@@ -213,15 +216,23 @@ func ramp(bin string, s setup, reqs []request, start, factor float64, steps int,
 		sinkAddrs = append(sinkAddrs, addr)
 	}
 	grpcAddr, health := freeAddr(), freeAddr()
-	cmd := exec.Command(bin, "--config", filepath.Join(repoRoot(), s.config))
+	args := []string{"--config", filepath.Join(repoRoot(), s.config)}
+	if extra := os.Getenv("LOADRAMP_EXTRA_CONFIG"); extra != "" {
+		// Merged over the setup's configuration, e.g. to add the pprof
+		// extension and profile the collector under load.
+		args = append(args, "--config", extra)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = repoRoot()
 	cmd.Env = append(os.Environ(),
 		"OTLP_GRPC_ENDPOINT="+grpcAddr, "OTLP_HTTP_ENDPOINT="+freeAddr(), "HEALTH_CHECK_ENDPOINT="+health,
 		"METRICS_HOST=127.0.0.1", "METRICS_PORT="+strings.Split(freeAddr(), ":")[1],
 		"OTELCOL_COST_DATA_DIR="+dir, "LOG_LEVEL="+cmp.Or(os.Getenv("LOADRAMP_LOG_LEVEL"), "warn"),
-		// Equal trace bounds for both samplers, large enough not to force
-		// early decisions at the rates reached here.
-		"MAX_TRACES=200000",
+		// Equal bounds for both samplers, large enough that the samplers
+		// hold their decision waits (tail.yaml: up to 7 s after the root) at
+		// the rates reached here, so that CPU, not memory, stops them.
+		"MAX_TRACES=2000000", "MAX_BUFFERED_BYTES=2147483648",
+		"MEMORY_LIMIT_MIB=6144", "MEMORY_SPIKE_LIMIT_MIB=1024",
 		"SAMPLER_ENDPOINTS=["+strings.Join(sinkAddrs, ", ")+"]",
 	)
 	cmd.Env = append(cmd.Env, s.env...)
