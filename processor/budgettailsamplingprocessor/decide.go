@@ -31,7 +31,7 @@ func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 
 // decideRun is how many traces a decision pass decides before letting
 // intake into the shard.
-const decideRun = 256
+const decideRun = 64
 
 func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, now time.Time) {
 	var out keptSet

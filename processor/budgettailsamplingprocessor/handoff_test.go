@@ -457,7 +457,10 @@ func TestDisagreeingViewsDoNotPassATraceForever(t *testing.T) {
 	a.p.handoff.ring.Store(both)                                 // A: B owns it
 	b.p.handoff.ring.Store(ring.New([]string{"127.0.0.2:4317"})) // B: A owns it
 	// A holds the trace (its owner was unreachable when it came, say).
-	a.p.ingest(a.p.shardOf(id), id, fragmentOf(a, oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond)), arrivedNow(ht.now()), &ptrace.ProtoMarshaler{}, &keptSet{})
+	f := fragmentOf(a, oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond))
+	chunk, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(f.td)
+	require.NoError(t, err)
+	a.p.ingest(a.p.shardOf(id), id, f, chunk, arrivedNow(ht.now()), &keptSet{})
 	for range 3 * maxHops {
 		ht.advance(11 * time.Second)
 		ht.settle()

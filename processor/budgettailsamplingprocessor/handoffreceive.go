@@ -35,8 +35,9 @@ func (h *handoff) receive(ctx context.Context, td ptrace.Traces, from string) {
 			a.rootAt = now.Add(-rec.rootAge)
 		}
 		sh := p.shardOf(id)
+		chunk, _ := m.MarshalTraces(f.td)
 		sh.mu.Lock()
-		p.ingest(sh, id, f, a, &m, &out)
+		p.ingest(sh, id, f, chunk, a, &out)
 		sh.mu.Unlock()
 	}
 	for id, rec := range records {

@@ -56,8 +56,10 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 		if p.handoff != nil && p.handoff.proxy(sh, id, f, now) {
 			continue
 		}
+		// Encoding is most of intake: done before taking the shard's lock.
+		chunk, _ := m.MarshalTraces(f.td)
 		sh.mu.Lock()
-		p.ingest(sh, id, f, arrivedNow(now), &m, &out)
+		p.ingest(sh, id, f, chunk, arrivedNow(now), &out)
 		sh.mu.Unlock()
 		p.enforceBounds(now, &out)
 	}
@@ -293,9 +295,9 @@ type arrival struct {
 
 func arrivedNow(now time.Time) arrival { return arrival{at: now, rootAt: now} }
 
-// ingest buffers one fragment, or lets it follow its trace's decision;
-// called with sh.mu held.
-func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, a arrival, m *ptrace.ProtoMarshaler, out *keptSet) {
+// ingest buffers one fragment (chunk is its encoding), or lets it follow
+// its trace's decision; called with sh.mu held.
+func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, chunk []byte, a arrival, out *keptSet) {
 	priming := p.priming.Load() && !a.handed
 	sh.fragments++
 	for _, c := range [2]*idCache[decided]{sh.sampled, sh.notSampled} {
@@ -309,9 +311,9 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, a
 		}
 		c.put(id, d)
 		if c == sh.sampled {
-			p.followSampled(sh, f, d, p.lateSize(sh, f, m, priming), out)
+			p.followSampled(sh, f, d, p.lateSize(sh, f, len(chunk), priming), out)
 		} else {
-			p.followNotSampled(sh, id, f, d, p.lateSize(sh, f, m, priming), out)
+			p.followNotSampled(sh, id, f, d, p.lateSize(sh, f, len(chunk), priming), out)
 		}
 		return
 	}
@@ -329,7 +331,6 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, a
 		sh.arrivedEarlier(t, a.at)
 	}
 	t.hops = max(t.hops, a.hops)
-	chunk, _ := m.MarshalTraces(f.td)
 	t.chunks = append(t.chunks, chunk)
 	sh.grow(t, int64(len(chunk)))
 	if priming {
@@ -355,9 +356,10 @@ type size struct {
 	vol   float64
 }
 
-// lateSize sizes a late fragment, and counts it as intake while priming.
-func (p *budgetTailSampler) lateSize(sh *shard, f *fragment, m *ptrace.ProtoMarshaler, priming bool) size {
-	bytes := int64(m.TracesSize(f.td))
+// lateSize sizes a late fragment of encoded size bytes, and counts it as
+// intake while priming.
+func (p *budgetTailSampler) lateSize(sh *shard, f *fragment, encoded int, priming bool) size {
+	bytes := int64(encoded)
 	z := size{bytes: bytes, vol: p.unit.volume(f.spans, bytes+f.stampBytes)}
 	if priming {
 		sh.intake += z.vol
