@@ -276,32 +276,37 @@ func BenchmarkTailSamplers(b *testing.B) {
 }
 
 // BenchmarkHeapPerBufferedSpan buffers traces that are not decided yet
-// (decision_wait far away) and reports live heap per buffered span after GC.
+// (decision_wait far away) and reports live heap per buffered span after GC,
+// for each workload.
 //
-//	go test -run '^$' -bench HeapPerBufferedSpan -benchtime 20x ./bench/
+//	go test -run '^$' -bench HeapPerBufferedSpan -benchtime 200x -count 5 ./bench/
 func BenchmarkHeapPerBufferedSpan(b *testing.B) {
-	for _, kind := range []string{"contrib", "ours"} {
-		b.Run(kind, func(b *testing.B) {
-			g := workload.NewGenerator(workload.Options{Services: 10})
-			p := newSampler(b, kind, &countingSink{})
-			defer func() { _ = p.Shutdown(context.Background()) }()
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			spans := 0
-			for i := 0; i < b.N; i++ {
-				td, _ := g.Batch(500)
-				spans += td.SpanCount()
-				if err := p.ConsumeTraces(context.Background(), td); err != nil {
-					b.Fatal(err)
+	for _, wl := range workloads {
+		for _, kind := range []string{"contrib", "ours"} {
+			b.Run(wl.name+"/"+kind, func(b *testing.B) {
+				g := workload.NewGenerator(wl.opt)
+				p := newSampler(b, kind, &countingSink{})
+				defer func() { _ = p.Shutdown(context.Background()) }()
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				spans := 0
+				for i := 0; i < b.N; i++ {
+					// 500 reference traces a request, fewer of the larger ones.
+					for _, td := range requests(g, 5*wl.traces, wl.splitInto, wl.perSpanResource) {
+						spans += td.SpanCount()
+						if err := p.ConsumeTraces(context.Background(), td); err != nil {
+							b.Fatal(err)
+						}
+					}
 				}
-			}
-			b.StopTimer()
-			runtime.GC()
-			runtime.ReadMemStats(&after)
-			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(spans), "heap-B/span")
-			runtime.KeepAlive(p)
-		})
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(spans), "heap-B/span")
+				runtime.KeepAlive(p)
+			})
+		}
 	}
 }
 
