@@ -133,7 +133,8 @@ bench: bench-go bench-e2e
 
 bench-go: $(BENCHSTAT)
 	$(GO) test -run '^$$' -bench SpanCost -benchmem -count 6 ./processor/spancostprocessor/ | tee bench.out
-	$(GO) test -run '^$$' -bench TailSamplers -benchtime 3000x -count 6 -cpu 1,2 ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench TailSamplers -benchtime 3000x -count 5 -cpu 1 ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench Feeders -benchtime 3000x -count 5 -cpu 1,2 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench HeapPerBufferedSpan -benchtime 200x -count 6 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench OTLPWire -benchmem -count 6 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench SamplerScaling -benchtime 500x -count 6 ./bench/ | tee -a bench.out
