@@ -10,11 +10,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/processor"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
-	"github.com/otelcol-cost/otelcol-cost/processor/spancostprocessor"
 )
 
 // feedersPerCore is how many goroutines feed a processor per core: the
@@ -79,26 +77,8 @@ func BenchmarkFeeders(b *testing.B) {
 				})
 				return float64(n-atWindow) / time.Since(windowStart).Seconds()
 			}
-			var p consumer.Traces = sink
-			budget := 0.0
-			switch kind {
-			case "span_cost":
-				proc := createSampler(b, spancostprocessor.NewFactory(), map[string]any{}, sink)
-				defer func() { _ = proc.Shutdown(context.Background()) }()
-				p = proc
-			case "contrib":
-				proc := newSampler(b, kind, sink)
-				defer func() { _ = proc.Shutdown(context.Background()) }()
-				p = proc
-			case "ours":
-				var proc processor.Traces
-				proc, budget = oursAtContribVolume(b, key, sink, warm)
-				defer func() { _ = proc.Shutdown(context.Background()) }()
-				p = proc
-			}
-			if kind != "ours" {
-				warm(p)
-			}
+			p, budget, stop := comparedProcessor(b, kind, key, sink, warm)
+			defer stop()
 			runtime.GC()
 			kept0 := sink.spans.Load()
 			want := int64(b.N) * 400 // b.N requests of 100 four-span traces

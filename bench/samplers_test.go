@@ -21,6 +21,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+	"github.com/otelcol-cost/otelcol-cost/processor/spancostprocessor"
 )
 
 // decisionWait is the same for both samplers (the reference run).
@@ -132,6 +133,29 @@ func requests(g *workload.Generator, traces, splitInto int, perSpanResource bool
 	return workload.Interleave(td, splitInto)
 }
 
+// comparedProcessor builds what a side-by-side benchmark feeds — nothing
+// (the sink), span_cost, contrib's sampler, or ours at contrib's kept volume
+// (with the budget it was given) — warmed up; stop shuts it down.
+func comparedProcessor(b *testing.B, kind, key string, sink *countingSink, warm func(consumer.Traces) float64) (p consumer.Traces, budget float64, stop func()) {
+	var proc processor.Traces
+	switch kind {
+	case "none":
+		warm(sink)
+		return sink, 0, func() {}
+	case "span_cost":
+		proc = createSampler(b, spancostprocessor.NewFactory(), map[string]any{}, sink)
+	case "contrib":
+		proc = newSampler(b, kind, sink)
+	case "ours":
+		proc, budget = oursAtContribVolume(b, key, sink, warm)
+		return proc, budget, func() { _ = proc.Shutdown(context.Background()) }
+	default:
+		b.Fatalf("unknown processor %q", kind)
+	}
+	warm(proc)
+	return proc, 0, func() { _ = proc.Shutdown(context.Background()) }
+}
+
 // oursAtContribVolume builds our sampler with contrib's kept share (from
 // its last run under key) of the rate ours is offered as budget, and warms
 // it up. The rate depends a little on the budget (kept spans cost more), so
@@ -229,22 +253,8 @@ func BenchmarkTailSamplers(b *testing.B) {
 					}
 					return float64(spans) / time.Since(measuredFrom).Seconds()
 				}
-				var p consumer.Traces = sink
-				budget := 0.0
-				switch kind {
-				case "contrib":
-					proc := newSampler(b, kind, sink)
-					defer func() { _ = proc.Shutdown(context.Background()) }()
-					p = proc
-				case "ours":
-					var proc processor.Traces
-					proc, budget = oursAtContribVolume(b, key, sink, warm)
-					defer func() { _ = proc.Shutdown(context.Background()) }()
-					p = proc
-				}
-				if kind != "ours" {
-					warm(p)
-				}
+				p, budget, stop := comparedProcessor(b, kind, key, sink, warm)
+				defer stop()
 				runtime.GC()
 				spans := 0
 				kept0 := sink.spans.Load()
