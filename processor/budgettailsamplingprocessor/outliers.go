@@ -117,34 +117,7 @@ func tieBreak(id pcommon.TraceID) float64 {
 // tieBreak.
 func (o *outlierGroups) observe(key string, dur time.Duration, u float64, now time.Time) bool {
 	secs := dur.Seconds()
-	st := o.stripe(key)
-	st.mu.Lock()
-	g := st.groups[key]
-	if g == nil {
-		reserved := o.reserve()
-		if !reserved {
-			// Evicting walks every stripe, one lock at a time: never two at once.
-			st.mu.Unlock()
-			o.evictIdle(now)
-			st.mu.Lock()
-			if g = st.groups[key]; g == nil {
-				reserved = o.reserve()
-			}
-		}
-		if g == nil && !reserved {
-			st.mu.Unlock()
-			key = overflowGroup
-			st = o.stripe(key)
-			st.mu.Lock()
-			if g = st.groups[key]; g == nil {
-				o.count.Add(1) // the overflow group is beyond the cap
-			}
-		}
-		if g == nil {
-			g = o.newGroup(now)
-			st.groups[key] = g
-		}
-	}
+	st, g := o.lockGroup(key, now)
 	defer st.mu.Unlock()
 	g.lastSeen = now
 	if now.Sub(g.rotatedAt) >= o.cfg.Window/2 {
@@ -167,6 +140,38 @@ func (o *outlierGroups) observe(key string, dur time.Duration, u float64, now ti
 	}
 	g.pending++
 	return outlier
+}
+
+// lockGroup returns key's group — created while max_groups allows, else the
+// overflow group — with its stripe locked; the caller unlocks st.mu.
+func (o *outlierGroups) lockGroup(key string, now time.Time) (st *groupStripe, g *group) {
+	st = o.stripe(key)
+	st.mu.Lock()
+	if g = st.groups[key]; g != nil {
+		return st, g
+	}
+	if !o.reserve() {
+		// Evicting walks every stripe, one lock at a time: never two at once.
+		st.mu.Unlock()
+		o.evictIdle(now)
+		st.mu.Lock()
+		if g = st.groups[key]; g != nil {
+			return st, g
+		}
+		if !o.reserve() {
+			st.mu.Unlock()
+			key = overflowGroup
+			st = o.stripe(key)
+			st.mu.Lock()
+			if g = st.groups[key]; g != nil {
+				return st, g
+			}
+			o.count.Add(1) // the overflow group is beyond the cap
+		}
+	}
+	g = o.newGroup(now)
+	st.groups[key] = g
+	return st, g
 }
 
 func (r outlierRule) matches(s *ddsketch.DDSketch, secs, u float64) bool {
