@@ -257,26 +257,6 @@ type shard struct {
 	// core wait on the same cache line.
 	pendingTraces int64
 	pendingBytes  int64
-	// names interns service names and group keys: buffered traces and
-	// decision-cache entries then share a few strings instead of each
-	// holding its own (up to a million objects for the collector to mark).
-	names map[string]string
-}
-
-// maxInterned bounds a shard's interned strings; past it the table starts
-// afresh (strings already handed out stay valid).
-const maxInterned = 4096
-
-// intern returns the shard's copy of v; called with s.mu held.
-func (s *shard) intern(v string) string {
-	if c, ok := s.names[v]; ok {
-		return c
-	}
-	if len(s.names) >= maxInterned {
-		clear(s.names)
-	}
-	s.names[v] = v
-	return v
 }
 
 // bufferTotals are the whole processor's buffered traces and bytes, the
@@ -321,7 +301,6 @@ func newShard(cfg *Config, n int, totals *bufferTotals, rules int) *shard {
 	per := func(total int) int { return max(1, (total+n-1)/n) }
 	return &shard{
 		traces:     make(map[pcommon.TraceID]*trace),
-		names:      make(map[string]string),
 		arrivals:   traceList{which: arrivalList},
 		roots:      traceList{which: rootList},
 		handed:     traceList{which: handedList},

@@ -42,6 +42,8 @@ type splitter struct {
 	invalid [numInvalidCauses]int64
 	// ruleErrs counts rule conditions that failed at runtime, per rule.
 	ruleErrs []int64
+	// key is where group keys are built, to be looked up without allocating.
+	key []byte
 }
 
 // ConsumeTraces splits the request into per-trace fragments and buffers
@@ -78,7 +80,7 @@ func (p *budgetTailSampler) split(td ptrace.Traces) map[pcommon.TraceID]*fragmen
 		rs := rss.At(i)
 		service := unknownService
 		if v, ok := rs.Resource().Attributes().Get(serviceNameKey); ok && v.AsString() != "" {
-			service = v.AsString()
+			service = p.names.internString(v.AsString())
 		}
 		if id, ok := singleTrace(rs); ok {
 			// Fast path: the whole ResourceSpans is one trace, the shape the
@@ -201,11 +203,11 @@ func (sp *splitter) summarize(f *fragment, rs ptrace.ResourceSpans, ss ptrace.Sc
 		if !f.hasRoot {
 			f.hasRoot = true
 			f.dur, f.service = dur, service
-			f.group = sp.p.groupKey(rs.Resource().Attributes(), span)
+			f.group = sp.groupKey(rs.Resource().Attributes(), span)
 		}
 	case !f.hasRoot && (f.group == "" || dur > f.dur):
 		f.dur, f.service = dur, service
-		f.group = sp.p.groupKey(rs.Resource().Attributes(), span)
+		f.group = sp.groupKey(rs.Resource().Attributes(), span)
 	}
 }
 
@@ -265,23 +267,33 @@ func (p *budgetTailSampler) isError(span ptrace.Span) bool {
 	return false
 }
 
-func (p *budgetTailSampler) groupKey(res pcommon.Map, span ptrace.Span) string {
-	var b strings.Builder
-	for i, key := range p.cfg.Outliers.GroupBy {
+// groupKey is the span's outlier group: the group_by values joined by 0x1f,
+// interned.
+func (sp *splitter) groupKey(res pcommon.Map, span ptrace.Span) string {
+	b := sp.key[:0]
+	for i, key := range sp.p.cfg.Outliers.GroupBy {
 		if i > 0 {
-			b.WriteByte(0x1f)
+			b = append(b, 0x1f)
 		}
 		if key == groupBySpanName {
-			b.WriteString(span.Name())
+			b = append(b, span.Name()...)
 			continue
 		}
 		if v, ok := res.Get(key); ok {
-			b.WriteString(v.AsString())
+			b = appendValue(b, v)
 		} else if v, ok := span.Attributes().Get(key); ok {
-			b.WriteString(v.AsString())
+			b = appendValue(b, v)
 		}
 	}
-	return b.String()
+	sp.key = b
+	return sp.p.names.intern(b)
+}
+
+func appendValue(b []byte, v pcommon.Value) []byte {
+	if v.Type() == pcommon.ValueTypeStr {
+		return append(b, v.Str()...)
+	}
+	return append(b, v.AsString()...)
 }
 
 // arrival is when a fragment's trace, and its root, first arrived: now for
@@ -337,7 +349,6 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, c
 		sh.intake += p.unit.volume(f.spans, int64(len(chunk))+f.stampBytes)
 	}
 	sh.spans += int64(f.spans)
-	f.service, f.group = sh.intern(f.service), sh.intern(f.group)
 	if t.merge(&f.summary) {
 		t.rootArrived = a.rootAt
 		if !t.handed {

@@ -39,6 +39,7 @@ type budgetTailSampler struct {
 	shards   []*shard
 	buffered bufferTotals
 	groups   *outlierGroups
+	names    *names
 	rules    *ruleSet
 	policy   atomic.Pointer[policy]
 	peers    atomic.Int64
@@ -84,6 +85,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		lookup: net.DefaultResolver.LookupIP,
 		unit:   newBudgetUnit(cfg.Budget),
 		groups: newOutlierGroups(cfg.Outliers),
+		names:  newNames(),
 		est:    newEstimator(cfg, rules),
 		rules:  rules,
 		stop:   make(chan struct{}),
