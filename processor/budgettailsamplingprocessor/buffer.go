@@ -163,54 +163,33 @@ func (l *traceList) remove(t *trace) {
 	lk.prev, lk.next = nil, nil
 }
 
-// idCache remembers the last size trace IDs put in it (FIFO eviction).
-type idCache[V any] struct {
-	m    map[pcommon.TraceID]V
-	ring []pcommon.TraceID
-	next int
-	size int
+// known is what a shard knows of one trace ID: the trace while it is
+// buffered, then where its decision is. One map holds both, so a fragment
+// costs one lookup whatever became of its trace, and a decision overwrites
+// the trace's entry instead of deleting one and inserting another.
+type known struct {
+	t *trace // nil once decided
+	// slot in decisions[which] holds the decision.
+	slot  int32
+	which decision
 }
 
-func newIDCache[V any](size int) *idCache[V] {
-	return &idCache[V]{m: make(map[pcommon.TraceID]V), size: size}
+// decisionRing remembers the last size decisions of one kind (FIFO).
+type decisionRing struct {
+	entries []decisionEntry
+	next    int
+	size    int
 }
 
-func (c *idCache[V]) get(id pcommon.TraceID) (V, bool) {
-	v, ok := c.m[id]
-	return v, ok
+type decisionEntry struct {
+	id pcommon.TraceID
+	d  decided
+	// stale: the trace was decided again (a late error, a decision from a
+	// peer); its entry is elsewhere, so evicting this one keeps the index.
+	stale bool
 }
 
-// recent calls f with the entries newest first, until f returns false.
-func (c *idCache[V]) recent(f func(pcommon.TraceID, V) bool) {
-	n := len(c.ring)
-	newest := n - 1
-	if n == c.size {
-		newest = (c.next - 1 + n) % n
-	}
-	for i := range n {
-		id := c.ring[(newest-i+n)%n]
-		if !f(id, c.m[id]) {
-			return
-		}
-	}
-}
-
-func (c *idCache[V]) put(id pcommon.TraceID, v V) {
-	if _, ok := c.m[id]; ok {
-		c.m[id] = v
-		return
-	}
-	if len(c.ring) < c.size {
-		c.ring = append(c.ring, id)
-	} else {
-		delete(c.m, c.ring[c.next])
-		c.ring[c.next] = id
-		c.next = (c.next + 1) % c.size
-	}
-	c.m[id] = v
-}
-
-// decided is what the decision caches remember of a trace, so that its late
+// decided is what the decision rings remember of a trace, so that its late
 // spans follow the decision, are booked to the class and service the trace
 // was decided in, and a late error can still be kept.
 type decided struct {
@@ -231,20 +210,21 @@ func (d *decided) seen(fp uint64) bool { return seenBefore(d.recent[:], fp) }
 // shard is one slice of the buffer, chosen by trace ID. The bounds
 // (max_traces, max_buffered_bytes) are the processor's, not the shard's.
 type shard struct {
-	mu       sync.Mutex
-	traces   map[pcommon.TraceID]*trace
+	mu sync.Mutex
+	// index has every buffered trace and every remembered decision.
+	index    map[pcommon.TraceID]known
+	buffered int // traces in the buffer
 	arrivals traceList
 	roots    traceList
 	// handed holds traces whose first part arrived at another sampler:
 	// not in arrival order, so decideExpired scans it whole (it only holds
 	// what moved in the last ring change).
-	handed     traceList
-	bytes      int64
-	spans      int64
-	sampled    *idCache[decided]
-	notSampled *idCache[decided]
-	counters   counters
-	volumes    volumes
+	handed    traceList
+	bytes     int64
+	spans     int64
+	decisions [2]decisionRing // by decision: sampled, not sampled
+	counters  counters
+	volumes   volumes
 	// intake is the volume received while the sampler measures its first
 	// rates (priming); unused otherwise.
 	intake float64
@@ -300,21 +280,88 @@ func (s *shard) flush() {
 func newShard(cfg *Config, n int, totals *bufferTotals, rules int) *shard {
 	per := func(total int) int { return max(1, (total+n-1)/n) }
 	return &shard{
-		traces:     make(map[pcommon.TraceID]*trace),
-		arrivals:   traceList{which: arrivalList},
-		roots:      traceList{which: rootList},
-		handed:     traceList{which: handedList},
-		sampled:    newIDCache[decided](per(cfg.DecisionCache.SampledSize)),
-		notSampled: newIDCache[decided](per(cfg.DecisionCache.NotSampledSize)),
-		volumes:    newVolumes(rules),
-		totals:     totals,
-		counters:   counters{rules: make([]ruleCounters, rules)},
+		index:    make(map[pcommon.TraceID]known),
+		arrivals: traceList{which: arrivalList},
+		roots:    traceList{which: rootList},
+		handed:   traceList{which: handedList},
+		volumes:  newVolumes(rules),
+		totals:   totals,
+		counters: counters{rules: make([]ruleCounters, rules)},
+		decisions: [2]decisionRing{
+			sampled:    {size: per(cfg.DecisionCache.SampledSize)},
+			notSampled: {size: per(cfg.DecisionCache.NotSampledSize)},
+		},
 	}
 }
 
-// remove takes t out of the buffer.
+// lookup is what the shard knows of id; called with s.mu held.
+func (s *shard) lookup(id pcommon.TraceID) (known, bool) {
+	k, ok := s.index[id]
+	return k, ok
+}
+
+// decisionOf is k's decision, to read or update in place; k.t must be nil.
+func (s *shard) decisionOf(k known) *decided {
+	return &s.decisions[k.which].entries[k.slot].d
+}
+
+// record remembers id's decision; prev is what the index held of id (a
+// buffered trace, an earlier decision, or nothing). The oldest decision of
+// the kind is forgotten when the ring is full.
+func (s *shard) record(id pcommon.TraceID, which decision, d decided, prev known, hadPrev bool) {
+	if hadPrev && prev.t == nil {
+		s.decisions[prev.which].entries[prev.slot].stale = true
+	}
+	r := &s.decisions[which]
+	slot := r.next
+	if len(r.entries) < r.size {
+		slot = len(r.entries)
+		r.entries = append(r.entries, decisionEntry{})
+	} else {
+		if e := &r.entries[slot]; !e.stale {
+			delete(s.index, e.id)
+		}
+		r.next = (r.next + 1) % r.size
+	}
+	r.entries[slot] = decisionEntry{id: id, d: d}
+	s.index[id] = known{slot: int32(slot), which: which}
+}
+
+// recentDecisions calls f with the decisions of one kind, newest first,
+// until f returns false.
+func (s *shard) recentDecisions(which decision, f func(pcommon.TraceID, decided) bool) {
+	r := &s.decisions[which]
+	n := len(r.entries)
+	newest := n - 1
+	if n == r.size {
+		newest = (r.next - 1 + n) % n
+	}
+	for i := range n {
+		e := &r.entries[(newest-i+n)%n]
+		if e.stale {
+			continue
+		}
+		if !f(e.id, e.d) {
+			return
+		}
+	}
+}
+
+// each calls f with every buffered trace; f may remove it.
+func (s *shard) each(f func(*trace)) {
+	for _, l := range []*traceList{&s.arrivals, &s.handed} {
+		for t := l.head; t != nil; {
+			next := t.links[l.which].next
+			f(t)
+			t = next
+		}
+	}
+}
+
+// remove takes t out of the buffer; the index keeps its entry for the
+// decision that replaces it (record), or forget deletes it.
 func (s *shard) remove(t *trace) {
-	delete(s.traces, t.id)
+	s.buffered--
 	if t.handed {
 		s.handed.remove(t)
 	} else {
@@ -329,10 +376,14 @@ func (s *shard) remove(t *trace) {
 	s.account(-1, -t.bytes)
 }
 
+// forget deletes the index entry of a trace that left undecided.
+func (s *shard) forget(id pcommon.TraceID) { delete(s.index, id) }
+
 // add puts a new trace in the buffer; a handed one (from a peer) waits in
 // the handed list.
 func (s *shard) add(t *trace, handed bool) {
-	s.traces[t.id] = t
+	s.index[t.id] = known{t: t}
+	s.buffered++
 	t.handed = handed
 	if handed {
 		s.handed.pushBack(t)

@@ -157,13 +157,13 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 	if keep {
 		dec = sampled
 		d.th = th
-		sh.sampled.put(t.id, d)
+		sh.record(t.id, sampled, d, known{t: t}, true)
 		if cause != reasonBaseline {
 			reasonText = reasonNames[cause]
 		}
 		out.add(t, th, reasonText)
 	} else {
-		sh.notSampled.put(t.id, d)
+		sh.record(t.id, notSampled, d, known{t: t}, true)
 	}
 	sh.counters.count(dec, r, t.spans, t.bytes)
 }
@@ -172,8 +172,8 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 // budget, not booked in it, not learned as an outlier; its late spans are
 // dropped too, errors included.
 func (p *budgetTailSampler) dropByRule(sh *shard, t *trace, ruleIdx int, cause reason, now time.Time) {
-	sh.notSampled.put(t.id, decided{class: reasonRule, rule: int16(ruleIdx), at: now.UnixNano(),
-		recent: t.lastFingerprints()})
+	sh.record(t.id, notSampled, decided{class: reasonRule, rule: int16(ruleIdx), at: now.UnixNano(),
+		recent: t.lastFingerprints()}, known{t: t}, true)
 	rc := &sh.counters.rules[ruleIdx]
 	rc.matched++
 	rc.dropped++

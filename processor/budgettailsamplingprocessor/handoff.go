@@ -149,19 +149,14 @@ func (h *handoff) rebalance() {
 	cutoff := now.Add(-h.cfg.Window).UnixNano()
 	for _, sh := range h.p.shards {
 		sh.mu.Lock()
-		for _, t := range sh.traces {
-			h.passOn(sh, t, false)
-		}
-		for _, c := range []struct {
-			cache   *idCache[decided]
-			sampled bool
-		}{{sh.sampled, true}, {sh.notSampled, false}} {
-			c.cache.recent(func(id pcommon.TraceID, d decided) bool {
+		sh.each(func(t *trace) { h.passOn(sh, t, false) })
+		for _, which := range []decision{sampled, notSampled} {
+			sh.recentDecisions(which, func(id pcommon.TraceID, d decided) bool {
 				if d.at < cutoff {
 					return false
 				}
 				if owner, mine := h.ownerOf(id); !mine {
-					h.send(owner, handoffItem{kind: recordDecision, id: id, decision: d, sampled: c.sampled})
+					h.send(owner, handoffItem{kind: recordDecision, id: id, decision: d, sampled: which == sampled})
 				}
 				return true
 			})
@@ -194,6 +189,7 @@ func (h *handoff) passOn(sh *shard, t *trace, expired bool) bool {
 		return false
 	}
 	sh.remove(t)
+	sh.forget(t.id)
 	return true
 }
 
@@ -205,10 +201,9 @@ func (h *handoff) proxy(sh *shard, id pcommon.TraceID, f *fragment, now time.Tim
 		return false
 	}
 	sh.mu.Lock()
-	_, kept := sh.sampled.get(id)
-	_, dropped := sh.notSampled.get(id)
+	k, ok := sh.lookup(id)
 	sh.mu.Unlock()
-	if kept || dropped {
+	if ok && k.t == nil { // decided here: its late spans follow the decision here
 		return false
 	}
 	if !h.send(owner, handoffItem{kind: recordFragment, id: id, td: f.td, arrived: now, spans: f.spans}) {

@@ -62,11 +62,12 @@ func (h *handoff) adoptDecision(sh *shard, id pcommon.TraceID, rec handoffRecord
 	p := h.p
 	d := rec.decision
 	d.at = now.Add(-rec.age).UnixNano()
-	cache := sh.notSampled
+	which := notSampled
 	if rec.sampled {
-		cache = sh.sampled
+		which = sampled
 	}
-	if t := sh.traces[id]; t != nil {
+	k, ok := sh.lookup(id)
+	if t := k.t; t != nil {
 		d.recent = t.lastFingerprints()
 		if from != "" && h.send(from, handoffItem{kind: recordFragment, id: id, chunks: t.chunks, arrived: t.arrived, spans: t.spans}) {
 			sh.remove(t)
@@ -81,7 +82,7 @@ func (h *handoff) adoptDecision(sh *shard, id pcommon.TraceID, rec handoffRecord
 			sh.volumes.book(d, p.unit.volume(t.spans, t.bytes+t.stampBytes), rec.sampled, p.cfg.MaxServices)
 		}
 	}
-	cache.put(id, d)
+	sh.record(id, which, d, k, ok)
 }
 
 func (h *handoff) countReceived(records map[pcommon.TraceID]handoffRecord, td ptrace.Traces) {

@@ -312,24 +312,21 @@ func arrivedNow(now time.Time) arrival { return arrival{at: now, rootAt: now} }
 func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, chunk []byte, a arrival, out *keptSet) {
 	priming := p.priming.Load() && !a.handed
 	sh.fragments++
-	for _, c := range [2]*idCache[decided]{sh.sampled, sh.notSampled} {
-		d, ok := c.get(id)
-		if !ok {
-			continue
-		}
+	k, ok := sh.lookup(id)
+	if ok && k.t == nil {
+		d := sh.decisionOf(k)
 		if d.seen(f.fp) {
 			sh.counters.invalid[invalidDuplicate] += int64(f.spans)
 			return
 		}
-		c.put(id, d)
-		if c == sh.sampled {
-			p.followSampled(sh, f, d, p.lateSize(sh, f, len(chunk), priming), out)
+		if k.which == sampled {
+			p.followSampled(sh, f, *d, p.lateSize(sh, f, len(chunk), priming), out)
 		} else {
-			p.followNotSampled(sh, id, f, d, p.lateSize(sh, f, len(chunk), priming), out)
+			p.followNotSampled(sh, id, f, k, p.lateSize(sh, f, len(chunk), priming), out)
 		}
 		return
 	}
-	t := sh.traces[id]
+	t := k.t
 	if t != nil && !a.handed && t.seen(f.fp) {
 		sh.counters.invalid[invalidDuplicate] += int64(f.spans)
 		return
@@ -389,7 +386,8 @@ func (p *budgetTailSampler) followSampled(sh *shard, f *fragment, d decided, z s
 // followNotSampled drops a late fragment of a trace decided not-sampled,
 // unless it carries an error: then it is decided as an error trace on what
 // it holds (a partial error trace beats none), and what follows it too.
-func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *fragment, d decided, z size, out *keptSet) {
+func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *fragment, k known, z size, out *keptSet) {
+	d := *sh.decisionOf(k)
 	if d.rule >= 0 && p.rules.rules[d.rule].action == actionDrop {
 		// Dropped by a rule: whatever follows, errors included.
 		sh.counters.countLate(notSampled, reasonLateSpan, f.spans, z.bytes)
@@ -400,7 +398,7 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *f
 		th := otep235Downstream(f.inThreshold(), prob.p)
 		if th.ShouldSample(f.randomness(id)) {
 			late := decided{th: th, service: d.service, class: reasonError, rule: -1, at: d.at, recent: d.recent}
-			sh.sampled.put(id, late)
+			sh.record(id, sampled, late, k, true)
 			sh.counters.countLate(sampled, reasonLateError, f.spans, z.bytes)
 			sh.volumes.book(late, z.vol, true, p.cfg.MaxServices)
 			out.addLate(f.td, th)

@@ -182,9 +182,10 @@ func (p *budgetTailSampler) Shutdown(ctx context.Context) error {
 		var out keptSet
 		sh.mu.Lock()
 		if ctx.Err() != nil {
-			sh.counters.droppedTooEarly += int64(len(sh.traces))
+			sh.counters.droppedTooEarly += int64(sh.buffered)
 			for t := sh.oldest(); t != nil; t = sh.oldest() {
 				sh.remove(t)
+				sh.forget(t.id)
 			}
 		}
 		for t := sh.oldest(); t != nil; t = sh.oldest() {
@@ -209,7 +210,7 @@ func (p *budgetTailSampler) totals() (c counters, traces, spans, bytes int64) {
 	for _, sh := range p.shards {
 		sh.mu.Lock()
 		c.add(&sh.counters)
-		traces += int64(len(sh.traces))
+		traces += int64(sh.buffered)
 		spans += sh.spans
 		bytes += sh.bytes
 		sh.mu.Unlock()

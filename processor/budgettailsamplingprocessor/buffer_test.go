@@ -1,0 +1,56 @@
+package budgettailsamplingprocessor
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+func traceID(i byte) pcommon.TraceID { return pcommon.TraceID{15: i, 0: 1} }
+
+// The index holds buffered traces and decisions in one map; the rings
+// forget the oldest decision of their kind, and only it.
+func TestDecisionRingsForgetTheOldestOnly(t *testing.T) {
+	cfg := testConfig()
+	cfg.DecisionCache.SampledSize, cfg.DecisionCache.NotSampledSize = 3, 3
+	totals := newBufferTotals(cfg, 1)
+	sh := newShard(cfg, 1, &totals, 0)
+	decideAs := func(id pcommon.TraceID, which decision) {
+		tr := &trace{id: id}
+		sh.add(tr, false)
+		k, ok := sh.lookup(id)
+		require.True(t, ok)
+		require.Same(t, tr, k.t)
+		sh.remove(tr)
+		sh.record(id, which, decided{service: "s"}, k, ok)
+	}
+	for i := byte(1); i <= 4; i++ {
+		decideAs(traceID(i), notSampled)
+	}
+	_, ok := sh.lookup(traceID(1))
+	assert.False(t, ok, "the oldest of 3 is forgotten")
+	for i := byte(2); i <= 4; i++ {
+		k, ok := sh.lookup(traceID(i))
+		require.True(t, ok)
+		assert.Nil(t, k.t)
+		assert.Equal(t, notSampled, k.which)
+	}
+
+	// A late error turns trace 2 into a kept one: its dropped decision stays
+	// in the ring, stale, and forgetting it must not forget the kept one.
+	k, _ := sh.lookup(traceID(2))
+	sh.record(traceID(2), sampled, decided{service: "s", class: reasonError}, k, true)
+	decideAs(traceID(5), notSampled) // evicts trace 2's stale slot
+	k, ok = sh.lookup(traceID(2))
+	require.True(t, ok, "trace 2's kept decision survives its stale dropped one")
+	assert.Equal(t, sampled, k.which)
+	assert.Equal(t, reasonError, sh.decisionOf(k).class)
+
+	var dropped []pcommon.TraceID
+	sh.recentDecisions(notSampled, func(id pcommon.TraceID, _ decided) bool { dropped = append(dropped, id); return true })
+	assert.Equal(t, []pcommon.TraceID{traceID(5), traceID(4), traceID(3)}, dropped, "newest first")
+	assert.Len(t, sh.index, 4)
+	assert.Zero(t, sh.buffered)
+}
