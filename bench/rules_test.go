@@ -46,7 +46,7 @@ func BenchmarkRules(b *testing.B) {
 		b.Run(fmt.Sprintf("rules_%d", n), func(b *testing.B) {
 			g := workload.NewGenerator(workload.Options{Services: 10, ErrorEvery: 100, SlowEvery: 100})
 			sink := &countingSink{}
-			cfg := oursConfig(15000)
+			cfg := oursConfig(15000, "ours")
 			cfg["rules"] = simpleRules(n)
 			proc := newOurSampler(b, sink, cfg)
 			defer func() { _ = proc.Shutdown(context.Background()) }()

@@ -55,9 +55,9 @@ func newSampler(b *testing.B, kind string, next consumer.Traces) processor.Trace
 				map[string]any{"name": "baseline", "type": "probabilistic", "probabilistic": map[string]any{"sampling_percentage": 1}},
 			},
 		}
-	case "ours":
+	case "ours", "ours_s2":
 		f = budgettailsamplingprocessor.NewFactory()
-		raw = oursConfig(15000)
+		raw = oursConfig(15000, kind)
 	default:
 		b.Fatalf("unknown sampler %q", kind)
 	}
@@ -65,9 +65,14 @@ func newSampler(b *testing.B, kind string, next consumer.Traces) processor.Trace
 }
 
 // oursConfig is our sampler with the semantics newSampler compares, and a
-// budget in spans/s.
-func oursConfig(spansPerSecond float64) map[string]any {
+// budget in spans/s; kind ours_s2 holds its buffer S2-compressed.
+func oursConfig(spansPerSecond float64, kind string) map[string]any {
+	compression := "none"
+	if kind == "ours_s2" {
+		compression = "s2"
+	}
 	return map[string]any{
+		"buffer_compression":       compression,
 		"decision_wait":            decisionWait.String(),
 		"decision_wait_after_root": decisionWait.String(),
 		"max_traces":               1000000,
@@ -146,8 +151,8 @@ func comparedProcessor(b *testing.B, kind, key string, sink *countingSink, warm 
 		proc = createSampler(b, spancostprocessor.NewFactory(), map[string]any{}, sink)
 	case "contrib":
 		proc = newSampler(b, kind, sink)
-	case "ours":
-		proc, budget = oursAtContribVolume(b, key, sink, warm)
+	case "ours", "ours_s2":
+		proc, budget = oursAtContribVolume(b, kind, key, sink, warm)
 		return proc, budget, func() { _ = proc.Shutdown(context.Background()) }
 	default:
 		b.Fatalf("unknown processor %q", kind)
@@ -162,14 +167,14 @@ func comparedProcessor(b *testing.B, kind, key string, sink *countingSink, warm 
 // it is measured again under the new budget, and the sampler rebuilt once
 // more if the rate moved by more than 10%. warm feeds a sampler for warmUp
 // and returns the rate over its last rateWindow (0 in a smoke run).
-func oursAtContribVolume(b *testing.B, key string, sink consumer.Traces, warm func(consumer.Traces) float64) (processor.Traces, float64) {
+func oursAtContribVolume(b *testing.B, kind, key string, sink consumer.Traces, warm func(consumer.Traces) float64) (processor.Traces, float64) {
 	share, ok := contribKept[key]
 	if !ok {
 		share = defaultContribShare
 	}
 	budget, rate := 15000.0, 0.0
 	for range 2 {
-		proc := newOurSampler(b, sink, oursConfig(budget))
+		proc := newOurSampler(b, sink, oursConfig(budget, kind))
 		r := warm(proc)
 		if r == 0 || (rate > 0 && math.Abs(r/rate-1) < 0.1) {
 			return proc, budget
@@ -177,7 +182,7 @@ func oursAtContribVolume(b *testing.B, key string, sink consumer.Traces, warm fu
 		_ = proc.Shutdown(context.Background())
 		rate, budget = r, share*r
 	}
-	proc := newOurSampler(b, sink, oursConfig(budget))
+	proc := newOurSampler(b, sink, oursConfig(budget, kind))
 	warm(proc)
 	return proc, budget
 }
@@ -220,7 +225,7 @@ const defaultContribShare = 0.03
 //     go test -run '^$' -bench TailSamplers -benchtime 4000x -count 5 -cpu 1,2 ./bench/
 func BenchmarkTailSamplers(b *testing.B) {
 	for _, wl := range workloads {
-		for _, kind := range []string{"none", "contrib", "ours"} {
+		for _, kind := range []string{"none", "contrib", "ours", "ours_s2"} {
 			b.Run(fmt.Sprintf("%s/%s", wl.name, kind), func(b *testing.B) {
 				key := fmt.Sprint(wl.name, "/", runtime.GOMAXPROCS(0))
 				g := workload.NewGenerator(wl.opt)
@@ -277,7 +282,7 @@ func BenchmarkTailSamplers(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(spans), "wall-ns/span")
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(spans), "cpu-ns/span")
 				b.ReportMetric(kept, "kept-ratio")
-				if kind == "ours" {
+				if kind != "none" && kind != "contrib" {
 					b.ReportMetric(budget, "budget-spans/s")
 				}
 			})
@@ -292,7 +297,7 @@ func BenchmarkTailSamplers(b *testing.B) {
 //	go test -run '^$' -bench HeapPerBufferedSpan -benchtime 200x -count 5 ./bench/
 func BenchmarkHeapPerBufferedSpan(b *testing.B) {
 	for _, wl := range workloads {
-		for _, kind := range []string{"contrib", "ours"} {
+		for _, kind := range []string{"contrib", "ours", "ours_s2"} {
 			b.Run(wl.name+"/"+kind, func(b *testing.B) {
 				g := workload.NewGenerator(wl.opt)
 				p := newSampler(b, kind, &countingSink{})

@@ -19,9 +19,13 @@ type trace struct {
 	arrived     time.Time
 	rootArrived time.Time
 	chunks      [][]byte
-	bytes       int64
-	links       [3]link
-	inRootList  bool
+	// bytes is the OTLP size of the trace's spans (what the budget and the
+	// counters count); stored what the buffer holds of them (what
+	// max_buffered_bytes bounds): less with buffer_compression.
+	bytes      int64
+	stored     int64
+	links      [3]link
+	inRootList bool
 	// handed: part of the trace came from a peer with an earlier arrival
 	// time; it waits in the shard's handed list instead of arrivals.
 	handed bool
@@ -55,9 +59,7 @@ func seenBefore(recent []uint64, fp uint64) bool {
 // summary is what the policy decides on, gathered as spans arrive: per
 // fragment while a request is split, then merged into the trace.
 type summary struct {
-	spans    int
-	hasError bool
-	hasRoot  bool
+	spans int
 	// dur is the root span's own duration, or, while no root has arrived, the
 	// longest span's: one host's clock, so skew between hosts cannot make a
 	// trace look slow.
@@ -68,11 +70,9 @@ type summary struct {
 	group   string
 	// tIn is the largest consistent th among the spans: the probability the
 	// trace arrived with (head sampling); hasTIn false means 1.
-	tIn    sampling.Threshold
-	hasTIn bool
-	// rnd is an explicit rv, when a span carried one.
-	rnd    sampling.Randomness
-	hasRnd bool
+	tIn sampling.Threshold
+	// rnd is an explicit rv, when a span carried one (hasRnd).
+	rnd sampling.Randomness
 	// stampBytes estimates what writing th will add to the spans.
 	stampBytes int64
 	// rules has a bit per rule some span of the trace matched.
@@ -80,6 +80,11 @@ type summary struct {
 	// fp fingerprints a fragment's spans (order-independent), so that the
 	// same fragment delivered twice is recognised.
 	fp uint64
+	// The flags last, together: a trace is buffered by the hundred thousand.
+	hasError bool
+	hasRoot  bool
+	hasTIn   bool
+	hasRnd   bool
 }
 
 // merge folds a fragment's summary in; it reports whether o brought the
@@ -371,9 +376,9 @@ func (s *shard) remove(t *trace) {
 		s.roots.remove(t)
 		t.inRootList = false
 	}
-	s.bytes -= t.bytes
+	s.bytes -= t.stored
 	s.spans -= int64(t.spans)
-	s.account(-1, -t.bytes)
+	s.account(-1, -t.stored)
 }
 
 // forget deletes the index entry of a trace that left undecided.
@@ -419,9 +424,10 @@ func (s *shard) arrivedEarlier(t *trace, at time.Time) {
 	}
 }
 
-// grow accounts a chunk appended to t.
-func (s *shard) grow(t *trace, n int64) {
-	t.bytes += n
-	s.bytes += n
-	s.account(0, n)
+// grow accounts a chunk appended to t: bytes of OTLP, stored in the buffer.
+func (s *shard) grow(t *trace, bytes, stored int64) {
+	t.bytes += bytes
+	t.stored += stored
+	s.bytes += stored
+	s.account(0, stored)
 }

@@ -28,6 +28,9 @@ type Config struct {
 	MaxTraces int `mapstructure:"max_traces"`
 	// MaxBufferedBytes bounds the OTLP bytes buffered awaiting a decision.
 	MaxBufferedBytes int64 `mapstructure:"max_buffered_bytes"`
+	// BufferCompression is how buffered spans are held: none (their OTLP
+	// encoding) or s2 (S2-compressed: less memory, more CPU).
+	BufferCompression string `mapstructure:"buffer_compression"`
 	// MaxSpansPerTrace decides a trace at once when it grows past this.
 	MaxSpansPerTrace int `mapstructure:"max_spans_per_trace"`
 	// DecisionCache sizes the caches late spans are matched against.
@@ -176,6 +179,7 @@ func createDefaultConfig() *Config {
 		DecisionWaitAfterRoot: 7 * time.Second,
 		MaxTraces:             defaultMaxTrace,
 		MaxBufferedBytes:      256 << 20,
+		BufferCompression:     compressionNone,
 		MaxSpansPerTrace:      10_000,
 		DecisionCache: DecisionCacheConfig{
 			SampledSize:    10 * defaultMaxTrace,
@@ -245,6 +249,9 @@ func (c *Config) Validate() error {
 	atLeast("max_traces", c.MaxTraces, 1)
 	if c.MaxBufferedBytes < 1 {
 		errs = append(errs, fmt.Errorf("max_buffered_bytes: must be ≥ 1, got %d", c.MaxBufferedBytes))
+	}
+	if c.BufferCompression != compressionNone && c.BufferCompression != compressionS2 {
+		errs = append(errs, fmt.Errorf("buffer_compression: must be %q or %q, got %q", compressionNone, compressionS2, c.BufferCompression))
 	}
 	atLeast("max_spans_per_trace", c.MaxSpansPerTrace, 1)
 	atLeast("decision_cache.sampled_size", c.DecisionCache.SampledSize, 1)

@@ -37,6 +37,7 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, 20*time.Second, full.DecisionWait)
 	assert.Equal(t, 3*time.Second, full.DecisionWaitAfterRoot)
 	assert.Equal(t, int64(512<<20), full.MaxBufferedBytes)
+	assert.Equal(t, "s2", full.BufferCompression)
 	assert.Equal(t, 400000, full.DecisionCache.NotSampledSize)
 	assert.True(t, full.Errors.HTTPServerErrors)
 	assert.Equal(t, []string{"service.name", "http.route"}, full.Outliers.GroupBy)
@@ -82,6 +83,7 @@ func TestValidateNamesTheField(t *testing.T) {
 	for field, mutate := range map[string]func(*Config){
 		"max_buffered_bytes":                  func(c *Config) { c.MaxBufferedBytes = 0 },
 		"max_spans_per_trace":                 func(c *Config) { c.MaxSpansPerTrace = 0 },
+		"buffer_compression":                  func(c *Config) { c.BufferCompression = "zstd" },
 		"decision_cache.sampled_size":         func(c *Config) { c.DecisionCache.SampledSize = 0 },
 		"smoothing":                           func(c *Config) { c.Smoothing = 0 },
 		"adjust_interval":                     func(c *Config) { c.AdjustInterval = 0 },

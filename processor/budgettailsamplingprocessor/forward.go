@@ -30,6 +30,23 @@ type lateFragment struct {
 	th sampling.Threshold
 }
 
+// encodedChunks are t's fragments as OTLP encodings, for a peer.
+func (p *budgetTailSampler) encodedChunks(t *trace) [][]byte {
+	if !p.codec.compress {
+		return t.chunks
+	}
+	out := make([][]byte, 0, len(t.chunks))
+	for _, c := range t.chunks {
+		encoded, err := p.codec.load(c)
+		if err != nil {
+			p.logger.Error("cannot decompress a buffered fragment", zap.Error(err))
+			continue
+		}
+		out = append(out, encoded)
+	}
+	return out
+}
+
 func (k *keptSet) add(t *trace, th sampling.Threshold, reason string) {
 	k.traces = append(k.traces, keptTrace{chunks: t.chunks, th: th, reason: reason})
 }
@@ -49,7 +66,12 @@ func (p *budgetTailSampler) forward(ctx context.Context, k *keptSet) {
 		var u ptrace.ProtoUnmarshaler
 		for _, kt := range k.traces {
 			for _, chunk := range kt.chunks {
-				td, err := u.UnmarshalTraces(chunk)
+				encoded, err := p.codec.load(chunk)
+				if err != nil {
+					p.logger.Error("cannot decompress a buffered fragment", zap.Error(err))
+					continue
+				}
+				td, err := u.UnmarshalTraces(encoded)
 				if err != nil {
 					// We marshaled it ourselves; this cannot happen short of memory corruption.
 					p.logger.Error("cannot decode a buffered fragment", zap.Error(err))

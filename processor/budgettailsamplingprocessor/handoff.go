@@ -178,7 +178,7 @@ func (h *handoff) passOn(sh *shard, t *trace, expired bool) bool {
 	if mine || (expired && t.hops >= maxHops) {
 		return false
 	}
-	it := handoffItem{kind: recordTrace, id: t.id, chunks: t.chunks, arrived: t.arrived, spans: t.spans, hops: t.hops}
+	it := handoffItem{kind: recordTrace, id: t.id, chunks: h.p.encodedChunks(t), arrived: t.arrived, spans: t.spans, hops: t.hops}
 	if expired {
 		it.hops++
 	}

@@ -27,7 +27,7 @@ func (h *handoff) receive(ctx context.Context, td ptrace.Traces, from string) {
 		h.countReceived(records, td)
 	}
 	var out keptSet
-	var m ptrace.ProtoMarshaler
+	var scratch []byte
 	for id, f := range p.split(td) {
 		rec := records[id]
 		a := arrival{at: now.Add(-rec.age), rootAt: now, handed: rec.kind == recordTrace, hops: rec.hops}
@@ -35,7 +35,7 @@ func (h *handoff) receive(ctx context.Context, td ptrace.Traces, from string) {
 			a.rootAt = now.Add(-rec.rootAge)
 		}
 		sh := p.shardOf(id)
-		chunk, _ := m.MarshalTraces(f.td)
+		chunk := p.encode(f, &scratch)
 		sh.mu.Lock()
 		p.ingest(sh, id, f, chunk, a, &out)
 		sh.mu.Unlock()
@@ -69,7 +69,7 @@ func (h *handoff) adoptDecision(sh *shard, id pcommon.TraceID, rec handoffRecord
 	k, ok := sh.lookup(id)
 	if t := k.t; t != nil {
 		d.recent = t.lastFingerprints()
-		if from != "" && h.send(from, handoffItem{kind: recordFragment, id: id, chunks: t.chunks, arrived: t.arrived, spans: t.spans}) {
+		if from != "" && h.send(from, handoffItem{kind: recordFragment, id: id, chunks: p.encodedChunks(t), arrived: t.arrived, spans: t.spans}) {
 			sh.remove(t)
 		} else {
 			sh.remove(t)

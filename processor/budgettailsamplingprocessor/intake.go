@@ -25,6 +25,9 @@ const (
 // fragment is the part of one trace that arrived in one request.
 type fragment struct {
 	summary
+	// bytes is the fragment's OTLP encoding's size (what the budget counts),
+	// whatever the buffer holds of it.
+	bytes int64
 	td    ptrace.Traces
 	rs    ptrace.ResourceSpans
 	ss    ptrace.ScopeSpans
@@ -52,14 +55,14 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 	frags := p.split(td)
 	now := p.now()
 	var out keptSet
-	var m ptrace.ProtoMarshaler
+	var scratch []byte
 	for id, f := range frags {
 		sh := p.shardOf(id)
 		if p.handoff != nil && p.handoff.proxy(sh, id, f, now) {
 			continue
 		}
 		// Encoding is most of intake: done before taking the shard's lock.
-		chunk, _ := m.MarshalTraces(f.td)
+		chunk := p.encode(f, &scratch)
 		sh.mu.Lock()
 		p.ingest(sh, id, f, chunk, arrivedNow(now), &out)
 		sh.mu.Unlock()
@@ -67,6 +70,15 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 	}
 	p.forward(ctx, &out)
 	return nil
+}
+
+// encode returns what the buffer holds of f (its OTLP encoding, compressed
+// with buffer_compression) and sets f.bytes.
+func (p *budgetTailSampler) encode(f *fragment, scratch *[]byte) []byte {
+	var m ptrace.ProtoMarshaler
+	encoded, _ := m.MarshalTraces(f.td)
+	f.bytes = int64(len(encoded))
+	return p.codec.store(encoded, scratch)
 }
 
 func (p *budgetTailSampler) split(td ptrace.Traces) map[pcommon.TraceID]*fragment {
@@ -320,9 +332,9 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, c
 			return
 		}
 		if k.which == sampled {
-			p.followSampled(sh, f, *d, p.lateSize(sh, f, len(chunk), priming), out)
+			p.followSampled(sh, f, *d, p.lateSize(sh, f, priming), out)
 		} else {
-			p.followNotSampled(sh, id, f, k, p.lateSize(sh, f, len(chunk), priming), out)
+			p.followNotSampled(sh, id, f, k, p.lateSize(sh, f, priming), out)
 		}
 		return
 	}
@@ -341,9 +353,9 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, c
 	}
 	t.hops = max(t.hops, a.hops)
 	t.chunks = append(t.chunks, chunk)
-	sh.grow(t, int64(len(chunk)))
+	sh.grow(t, f.bytes, int64(len(chunk)))
 	if priming {
-		sh.intake += p.unit.volume(f.spans, int64(len(chunk))+f.stampBytes)
+		sh.intake += p.unit.volume(f.spans, f.bytes+f.stampBytes)
 	}
 	sh.spans += int64(f.spans)
 	if t.merge(&f.summary) {
@@ -364,11 +376,9 @@ type size struct {
 	vol   float64
 }
 
-// lateSize sizes a late fragment of encoded size bytes, and counts it as
-// intake while priming.
-func (p *budgetTailSampler) lateSize(sh *shard, f *fragment, encoded int, priming bool) size {
-	bytes := int64(encoded)
-	z := size{bytes: bytes, vol: p.unit.volume(f.spans, bytes+f.stampBytes)}
+// lateSize sizes a late fragment, and counts it as intake while priming.
+func (p *budgetTailSampler) lateSize(sh *shard, f *fragment, priming bool) size {
+	z := size{bytes: f.bytes, vol: p.unit.volume(f.spans, f.bytes+f.stampBytes)}
 	if priming {
 		sh.intake += z.vol
 	}

@@ -40,6 +40,7 @@ type budgetTailSampler struct {
 	buffered bufferTotals
 	groups   *outlierGroups
 	names    *names
+	codec    chunkCodec
 	rules    *ruleSet
 	policy   atomic.Pointer[policy]
 	peers    atomic.Int64
@@ -86,6 +87,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		unit:   newBudgetUnit(cfg.Budget),
 		groups: newOutlierGroups(cfg.Outliers),
 		names:  newNames(),
+		codec:  chunkCodec{compress: cfg.BufferCompression == compressionS2},
 		est:    newEstimator(cfg, rules),
 		rules:  rules,
 		stop:   make(chan struct{}),

@@ -1,0 +1,93 @@
+package budgettailsamplingprocessor
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
+	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+)
+
+func TestChunkCodecRoundTrips(t *testing.T) {
+	g := workload.NewGenerator(workload.Options{Services: 3})
+	td, _ := g.Batch(20)
+	var m ptrace.ProtoMarshaler
+	encoded, err := m.MarshalTraces(td)
+	require.NoError(t, err)
+	var scratch []byte
+	for _, c := range []chunkCodec{{compress: false}, {compress: true}} {
+		chunk := c.store(bytes.Clone(encoded), &scratch)
+		back, err := c.load(chunk)
+		require.NoError(t, err)
+		assert.Equal(t, encoded, back)
+		if c.compress {
+			assert.Less(t, len(chunk), len(encoded)/2, "spans compress")
+		}
+	}
+	// A fragment S2 cannot shrink is stored as is, behind its header.
+	c := chunkCodec{compress: true}
+	tiny := []byte{0x0a, 0x01, 0x00}
+	chunk := c.store(bytes.Clone(tiny), &scratch)
+	assert.Equal(t, append([]byte{chunkStored}, tiny...), chunk)
+	_, err = c.load([]byte{9, 1, 2})
+	assert.ErrorContains(t, err, "unknown chunk header")
+	_, err = c.load(nil)
+	assert.Error(t, err)
+}
+
+// With buffer_compression: s2 the buffer holds less, and nothing else
+// changes: the same spans are kept with the same th, and the budget and
+// the counters see the same OTLP bytes.
+func TestBufferCompressionChangesOnlyTheMemoryHeld(t *testing.T) {
+	build := func(compression string) *testSampler {
+		cfg := testConfig()
+		cfg.BufferCompression = compression
+		cfg.Budget.SpansPerSecond = 1e9 // keep everything: the sinks compare whole
+		return newTestSampler(t, cfg)
+	}
+	plain, compressed := build(compressionNone), build(compressionS2)
+	g := workload.NewGenerator(workload.Options{Services: 5, SpansPerTrace: 6, ErrorEvery: 10})
+	for range 5 {
+		td, _ := g.Batch(40)
+		for _, part := range workload.Interleave(td, 3) {
+			twin := ptrace.NewTraces()
+			part.CopyTo(twin)
+			plain.send(part)
+			compressed.send(twin)
+		}
+	}
+	_, plainTraces, plainSpans, plainHeld := plain.p.totals()
+	_, traces, spans, held := compressed.p.totals()
+	assert.Equal(t, plainTraces, traces)
+	assert.Equal(t, plainSpans, spans)
+	assert.Less(t, held, plainHeld*8/10, "compressed, the buffer holds less (%d vs %d bytes)", held, plainHeld)
+
+	plain.advance(11 * time.Second)
+	compressed.advance(11 * time.Second)
+	pc, _, _, _ := plain.p.totals()
+	cc, _, _, _ := compressed.p.totals()
+	assert.Equal(t, pc.bytes, cc.bytes, "the counters count OTLP bytes either way")
+	assert.Positive(t, cc.bytes[sampled])
+
+	kept := func(ts *testSampler) map[string]string {
+		out := map[string]string{}
+		var m ptrace.ProtoMarshaler
+		for _, td := range ts.sink.AllTraces() {
+			spanwalk.Traces(td, func(_ ptrace.ResourceSpans, s ptrace.Span) {
+				one := ptrace.NewTraces()
+				s.CopyTo(one.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+				b, _ := m.MarshalTraces(one)
+				out[s.SpanID().String()] = string(b)
+			})
+		}
+		return out
+	}
+	want := kept(plain)
+	assert.Len(t, want, 5*40*6)
+	assert.Equal(t, want, kept(compressed))
+}
