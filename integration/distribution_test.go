@@ -148,43 +148,48 @@ func TestComponentsMatchManifest(t *testing.T) {
 // TestSmokeTailConfig starts configs/tail.yaml, sends OTLP over gRPC and HTTP,
 // and checks the local sink, health check, metrics and a clean SIGTERM.
 func TestSmokeTailConfig(t *testing.T) {
-	c := startCollector(t, nil, configPath("tail.yaml"))
-	g := workload.NewGenerator(workload.Options{Services: 3, Seed: 1})
-	sent := map[[16]byte]bool{}
-	total := 0
-	for i := 0; i < 10; i++ {
-		td, traces := g.Batch(5)
-		for _, tr := range traces {
-			sent[tr.ID] = true
-		}
-		total += td.SpanCount()
-		if i%2 == 0 {
+	// Both ways of holding the buffer: as OTLP, and S2-compressed.
+	for _, compression := range []string{"none", "s2"} {
+		t.Run(compression, func(t *testing.T) {
+			c := startCollector(t, map[string]string{"BUFFER_COMPRESSION": compression}, configPath("tail.yaml"))
+			g := workload.NewGenerator(workload.Options{Services: 3, Seed: 1})
+			sent := map[[16]byte]bool{}
+			total := 0
+			for i := 0; i < 10; i++ {
+				td, traces := g.Batch(5)
+				for _, tr := range traces {
+					sent[tr.ID] = true
+				}
+				total += td.SpanCount()
+				if i%2 == 0 {
+					require.NoError(t, c.sendGRPC(td))
+				} else {
+					require.NoError(t, c.sendHTTP(td))
+				}
+			}
+			eventually(t, 30*time.Second, func() bool { return spanCount(c.keptTraces()) >= total },
+				"%d spans at the sink", total)
+
+			fams := c.metrics()
+			v, ok := metricValue(fams, "otelcol_processor_span_cost_spans_total", map[string]string{"stage": "received"})
+			require.True(t, ok, "span_cost metrics on the metrics endpoint")
+			assert.Equal(t, float64(total), v)
+
+			// Then data still in flight (the batch processor holds it up to 1s) must
+			// be flushed by a graceful shutdown.
+			td, _ := g.Batch(20)
+			total += td.SpanCount()
 			require.NoError(t, c.sendGRPC(td))
-		} else {
-			require.NoError(t, c.sendHTTP(td))
-		}
-	}
-	eventually(t, 30*time.Second, func() bool { return spanCount(c.keptTraces()) >= total },
-		"%d spans at the sink", total)
-
-	fams := c.metrics()
-	v, ok := metricValue(fams, "otelcol_processor_span_cost_spans_total", map[string]string{"stage": "received"})
-	require.True(t, ok, "span_cost metrics on the metrics endpoint")
-	assert.Equal(t, float64(total), v)
-
-	// Then data still in flight (the batch processor holds it up to 1s) must
-	// be flushed by a graceful shutdown.
-	td, _ := g.Batch(20)
-	total += td.SpanCount()
-	require.NoError(t, c.sendGRPC(td))
-	c.stop()
-	kept := c.keptTraces()
-	assert.Equal(t, total, spanCount(kept), "nothing pending is lost on SIGTERM")
-	seen := map[[16]byte]bool{}
-	for _, k := range kept {
-		spanwalk.Traces(k, func(_ ptrace.ResourceSpans, s ptrace.Span) { seen[s.TraceID()] = true })
-	}
-	for id := range sent {
-		assert.True(t, seen[id], "trace %x kept", id)
+			c.stop()
+			kept := c.keptTraces()
+			assert.Equal(t, total, spanCount(kept), "nothing pending is lost on SIGTERM")
+			seen := map[[16]byte]bool{}
+			for _, k := range kept {
+				spanwalk.Traces(k, func(_ ptrace.ResourceSpans, s ptrace.Span) { seen[s.TraceID()] = true })
+			}
+			for id := range sent {
+				assert.True(t, seen[id], "trace %x kept", id)
+			}
+		})
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // FreePort returns a loopback port nobody listens on right now. Another
@@ -86,6 +88,15 @@ func SelfCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ThreadCPU is the calling thread's CPU time: meaningful from a goroutine
+// locked to its thread (runtime.LockOSThread), where it is that goroutine's
+// own work, GC assists included, and not the other goroutines'.
+func ThreadCPU() time.Duration {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return time.Duration(ts.Nano())
 }
 
 // RSSMiB is a process's resident set size in MiB.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +25,28 @@ func TestCPUGrowsWithWork(t *testing.T) {
 	// /proc counts in 10 ms ticks; 200 ms of spinning is well above that.
 	assert.Greater(t, after-before, 100*time.Millisecond)
 	assert.Greater(t, SelfCPU()-self0, 100*time.Millisecond)
+}
+
+// A locked thread's CPU counts its own spinning, not another goroutine's.
+func TestThreadCPUIsTheCallersOnly(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() { // another goroutine spins meanwhile
+		defer close(done)
+		for !stop.Load() {
+		}
+	}()
+	thread0, self0 := ThreadCPU(), SelfCPU()
+	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
+	}
+	thread := ThreadCPU() - thread0
+	time.Sleep(100 * time.Millisecond) // only the other goroutine runs
+	stop.Store(true)
+	<-done
+	assert.Greater(t, thread, 50*time.Millisecond)
+	assert.Greater(t, SelfCPU()-self0, thread+50*time.Millisecond, "the process counts both")
 }
 
 func TestRSSSeesAllocatedMemory(t *testing.T) {

@@ -26,7 +26,8 @@ type Config struct {
 	DecisionWaitAfterRoot time.Duration `mapstructure:"decision_wait_after_root"`
 	// MaxTraces bounds the traces buffered awaiting a decision.
 	MaxTraces int `mapstructure:"max_traces"`
-	// MaxBufferedBytes bounds the OTLP bytes buffered awaiting a decision.
+	// MaxBufferedBytes bounds the bytes the buffer holds awaiting a decision
+	// (OTLP, compressed with BufferCompression s2).
 	MaxBufferedBytes int64 `mapstructure:"max_buffered_bytes"`
 	// BufferCompression is how buffered spans are held: none (their OTLP
 	// encoding) or s2 (S2-compressed: less memory, more CPU).

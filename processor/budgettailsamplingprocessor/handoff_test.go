@@ -159,42 +159,54 @@ func multipart(t *testing.T, to *testSampler, n int) map[pcommon.TraceID]ptrace.
 }
 
 func TestHandoffMovesTracesToTheirNewOwnerWithTheirArrivalTime(t *testing.T) {
-	ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3"}, nil)
-	a, b := ht.samplers["127.0.0.2"], ht.samplers["127.0.0.3"]
-	ht.resolve("127.0.0.2") // B is not in the ring yet: A owns everything
-	later := multipart(t, a, 300)
-	require.EqualValues(t, 300, a.p.bufferedTraces())
+	forEachCompression(t, func(t *testing.T, tune func(*Config)) {
+		ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3"}, tune)
+		a, b := ht.samplers["127.0.0.2"], ht.samplers["127.0.0.3"]
+		ht.resolve("127.0.0.2") // B is not in the ring yet: A owns everything
+		later := multipart(t, a, 300)
+		require.EqualValues(t, 300, a.p.bufferedTraces())
 
-	ht.advance(4 * time.Second)
-	ht.resolve("127.0.0.2", "127.0.0.3") // scale out: B joins
-	ht.settle()
-	r := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317"})
-	toB := 0
-	for id := range later {
-		if r.Owner(id) == "127.0.0.3:4317" {
-			toB++
+		ht.advance(4 * time.Second)
+		ht.resolve("127.0.0.2", "127.0.0.3") // scale out: B joins
+		ht.settle()
+		r := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317"})
+		toB := 0
+		for id := range later {
+			if r.Owner(id) == "127.0.0.3:4317" {
+				toB++
+			}
 		}
-	}
-	require.Positive(t, toB)
-	assert.EqualValues(t, 300-toB, a.p.bufferedTraces(), "A keeps only what it owns")
-	assert.EqualValues(t, toB, b.p.bufferedTraces(), "B holds what moved")
-	assert.EqualValues(t, toB, b.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("received")))
-	assert.EqualValues(t, toB, a.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("sent")))
+		require.Positive(t, toB)
+		assert.EqualValues(t, 300-toB, a.p.bufferedTraces(), "A keeps only what it owns")
+		assert.EqualValues(t, toB, b.p.bufferedTraces(), "B holds what moved")
+		assert.EqualValues(t, toB, b.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("received")))
+		assert.EqualValues(t, toB, a.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("sent")))
 
-	// Gateways still on the old ring send the roots to A: A passes B's on.
-	for _, part := range later {
-		require.NoError(t, a.p.ConsumeTraces(context.Background(), part))
-	}
-	ht.settle()
-	assert.EqualValues(t, toB, b.p.bufferedTraces())
-	assert.Positive(t, a.metric("otelcol_processor_budget_tail_sampling_handoff_proxied_spans"))
+		// Gateways still on the old ring send the roots to A: A passes B's on.
+		for _, part := range later {
+			require.NoError(t, a.p.ConsumeTraces(context.Background(), part))
+		}
+		ht.settle()
+		assert.EqualValues(t, toB, b.p.bufferedTraces())
+		assert.Positive(t, a.metric("otelcol_processor_budget_tail_sampling_handoff_proxied_spans"))
 
-	// Decision_wait (10 s) counts from the first arrival at A, 4 s before
-	// the handoff: both decide at 10 s, not 14.
-	ht.advance(1 * time.Second) // the roots arrived at 4 s: 2 s after root is 6 s
-	ht.advance(1 * time.Second)
-	assert.Zero(t, a.p.bufferedTraces()+b.p.bufferedTraces(), "decided 2 s after the root, as without handoff")
-	assertWhole(t, ht.where(), 300)
+		// Decision_wait (10 s) counts from the first arrival at A, 4 s before
+		// the handoff: both decide at 10 s, not 14.
+		ht.advance(1 * time.Second) // the roots arrived at 4 s: 2 s after root is 6 s
+		ht.advance(1 * time.Second)
+		assert.Zero(t, a.p.bufferedTraces()+b.p.bufferedTraces(), "decided 2 s after the root, as without handoff")
+		assertWhole(t, ht.where(), 300)
+	})
+}
+
+// forEachCompression runs a handoff test with the buffer held as is and
+// S2-compressed: what travels to a peer is OTLP either way.
+func forEachCompression(t *testing.T, test func(t *testing.T, tune func(*Config))) {
+	for _, compression := range []string{compressionNone, compressionS2} {
+		t.Run(compression, func(t *testing.T) {
+			test(t, func(c *Config) { c.BufferCompression = compression })
+		})
+	}
 }
 
 func attributeDirection(d string) attribute.KeyValue { return attribute.String("direction", d) }
@@ -272,38 +284,40 @@ func TestRecentDecisionsTravelWithTheRing(t *testing.T) {
 func thOf(s ptrace.Span) string { return s.TraceState().AsRaw() }
 
 func TestGracefulLeaveHandsTheBufferOver(t *testing.T) {
-	ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}, nil)
-	a := ht.samplers["127.0.0.2"]
-	ht.resolve("127.0.0.2", "127.0.0.3", "127.0.0.4")
-	r := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317", "127.0.0.4:4317"})
-	later := multipart(t, a, 300)
-	owned := 0
-	for id := range later {
-		if r.Owner(id) == "127.0.0.2:4317" {
-			owned++
-		}
-	}
-	require.Positive(t, owned)
-	ht.settle() // what A does not own went on at once
-	require.EqualValues(t, owned, a.p.bufferedTraces())
-
-	ht.dns.set("127.0.0.3", "127.0.0.4") // A's endpoint leaves the Service, then SIGTERM
-	require.NoError(t, a.p.Shutdown(context.Background()))
-	assert.Empty(t, a.sink.AllTraces(), "A decided nothing: it handed everything over")
-	for addr, ts := range ht.samplers {
-		if addr == "127.0.0.2" {
-			continue
-		}
-		ts.p.refreshPeers() // the others see A gone
-		for id, part := range later {
-			if r.Without("127.0.0.2:4317").Owner(id) == addr+":4317" {
-				require.NoError(t, ts.p.ConsumeTraces(context.Background(), part))
+	forEachCompression(t, func(t *testing.T, tune func(*Config)) {
+		ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}, tune)
+		a := ht.samplers["127.0.0.2"]
+		ht.resolve("127.0.0.2", "127.0.0.3", "127.0.0.4")
+		r := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317", "127.0.0.4:4317"})
+		later := multipart(t, a, 300)
+		owned := 0
+		for id := range later {
+			if r.Owner(id) == "127.0.0.2:4317" {
+				owned++
 			}
 		}
-	}
-	ht.settle()
-	ht.advance(11 * time.Second)
-	assertWhole(t, ht.where(), 300)
+		require.Positive(t, owned)
+		ht.settle() // what A does not own went on at once
+		require.EqualValues(t, owned, a.p.bufferedTraces())
+
+		ht.dns.set("127.0.0.3", "127.0.0.4") // A's endpoint leaves the Service, then SIGTERM
+		require.NoError(t, a.p.Shutdown(context.Background()))
+		assert.Empty(t, a.sink.AllTraces(), "A decided nothing: it handed everything over")
+		for addr, ts := range ht.samplers {
+			if addr == "127.0.0.2" {
+				continue
+			}
+			ts.p.refreshPeers() // the others see A gone
+			for id, part := range later {
+				if r.Without("127.0.0.2:4317").Owner(id) == addr+":4317" {
+					require.NoError(t, ts.p.ConsumeTraces(context.Background(), part))
+				}
+			}
+		}
+		ht.settle()
+		ht.advance(11 * time.Second)
+		assertWhole(t, ht.where(), 300)
+	})
 }
 
 // refusingPeer answers every handoff with an error after delay.
@@ -514,30 +528,32 @@ func TestFragmentDeliveredTwiceIsKeptOnce(t *testing.T) {
 // A decision that reaches a sampler holding part of the trace takes that
 // part back to the sampler that decided: the whole trace leaves from one.
 func TestAdoptedDecisionTakesTheHeldPartBackToTheDecider(t *testing.T) {
-	ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3"}, nil)
-	a, b := ht.samplers["127.0.0.2"], ht.samplers["127.0.0.3"]
-	both := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317"})
-	var ids []pcommon.TraceID
-	for i := uint64(1); len(ids) < 20; i++ {
-		if id := traceIDWithRandomness(i, 0.5); both.Owner(id) == "127.0.0.3:4317" {
-			ids = append(ids, id)
+	forEachCompression(t, func(t *testing.T, tune func(*Config)) {
+		ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3"}, tune)
+		a, b := ht.samplers["127.0.0.2"], ht.samplers["127.0.0.3"]
+		both := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317"})
+		var ids []pcommon.TraceID
+		for i := uint64(1); len(ids) < 20; i++ {
+			if id := traceIDWithRandomness(i, 0.5); both.Owner(id) == "127.0.0.3:4317" {
+				ids = append(ids, id)
+			}
 		}
-	}
-	ht.resolve("127.0.0.2")
-	b.p.handoff.ring.Store(both) // B already sees the new ring, A not yet
-	for _, id := range ids {
-		require.NoError(t, a.p.ConsumeTraces(context.Background(), oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond)))
-		require.NoError(t, b.p.ConsumeTraces(context.Background(), oneSpan("svc", id, 2, 1, ht.now(), time.Millisecond)))
-	}
-	ht.advance(3 * time.Second) // A decides on what it has; B waits (no root)
-	require.Len(t, a.keptSpans(), len(ids))
-	require.EqualValues(t, len(ids), b.p.bufferedTraces())
-	ht.dns.set("127.0.0.2", "127.0.0.3")
-	a.p.refreshPeers() // A learns: its decisions travel to B
-	ht.settle()
-	assert.Zero(t, b.p.bufferedTraces(), "B follows A's decisions")
-	assert.Empty(t, b.keptSpans(), "and gives its parts back to A")
-	for _, id := range ids {
-		assert.Len(t, a.keptSpans()[id], 2, "trace whole at A")
-	}
+		ht.resolve("127.0.0.2")
+		b.p.handoff.ring.Store(both) // B already sees the new ring, A not yet
+		for _, id := range ids {
+			require.NoError(t, a.p.ConsumeTraces(context.Background(), oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond)))
+			require.NoError(t, b.p.ConsumeTraces(context.Background(), oneSpan("svc", id, 2, 1, ht.now(), time.Millisecond)))
+		}
+		ht.advance(3 * time.Second) // A decides on what it has; B waits (no root)
+		require.Len(t, a.keptSpans(), len(ids))
+		require.EqualValues(t, len(ids), b.p.bufferedTraces())
+		ht.dns.set("127.0.0.2", "127.0.0.3")
+		a.p.refreshPeers() // A learns: its decisions travel to B
+		ht.settle()
+		assert.Zero(t, b.p.bufferedTraces(), "B follows A's decisions")
+		assert.Empty(t, b.keptSpans(), "and gives its parts back to A")
+		for _, id := range ids {
+			assert.Len(t, a.keptSpans()[id], 2, "trace whole at A")
+		}
+	})
 }

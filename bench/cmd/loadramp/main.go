@@ -9,6 +9,7 @@
 //	         (bench/testdata/bare.yaml), the baseline the others are
 //	         compared with
 //	tail     configs/tail.yaml as shipped (span_cost + budget_tail_sampling)
+//	tail_s2  the same with the sampler's buffer S2-compressed
 //	contrib  the same pipeline with contrib's tail_sampling instead
 //	         (bench/testdata/contrib-tail.yaml)
 //	gateway  configs/gateway.yaml, load balancing to three OTLP sinks that
@@ -190,8 +191,10 @@ type setup struct {
 }
 
 var setupsByName = map[string]setup{
-	"bare":    {config: "bench/testdata/bare.yaml"},
-	"tail":    {config: "configs/tail.yaml"},
+	"bare": {config: "bench/testdata/bare.yaml"},
+	"tail": {config: "configs/tail.yaml"},
+	// The sampler's buffer held S2-compressed (buffer_compression: s2).
+	"tail_s2": {config: "configs/tail.yaml", env: []string{"BUFFER_COMPRESSION=s2"}},
 	"contrib": {config: "bench/testdata/contrib-tail.yaml"},
 	"gateway": {config: "configs/gateway.yaml", sinks: 3},
 	// The gateway's compression towards the samplers (gzip by default).

@@ -112,7 +112,7 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	errs = errors.Join(errs, err)
 	t.BufferedSpans, err = m.Int64ObservableGauge(MetricBufferedSpans, metric.WithDescription("Spans buffered awaiting a decision."), metric.WithUnit("{span}"))
 	errs = errors.Join(errs, err)
-	t.BufferedBytes, err = m.Int64ObservableGauge(MetricBufferedBytes, metric.WithDescription("OTLP bytes buffered awaiting a decision."), metric.WithUnit("By"))
+	t.BufferedBytes, err = m.Int64ObservableGauge(MetricBufferedBytes, metric.WithDescription("Bytes the buffer holds awaiting a decision (OTLP, S2-compressed with buffer_compression: s2)."), metric.WithUnit("By"))
 	errs = errors.Join(errs, err)
 	t.BudgetUtilization, err = m.Float64ObservableGauge(MetricBudgetUtilization, metric.WithDescription("Kept volume over this instance's share of the budget, over the last adjust interval."), metric.WithUnit("1"))
 	errs = errors.Join(errs, err)
