@@ -179,11 +179,29 @@ type known struct {
 	which decision
 }
 
-// decisionRing remembers the last size decisions of one kind (FIFO).
+// decisionRing remembers the last size decisions of one kind (FIFO). It
+// grows by pages, never copying what it holds (a shard's ring reaches tens
+// of megabytes).
 type decisionRing struct {
-	entries []decisionEntry
-	next    int
-	size    int
+	pages [][]decisionEntry
+	len   int // slots in use
+	next  int // the slot to overwrite once full
+	size  int
+}
+
+const ringPage = 4096
+
+func (r *decisionRing) at(slot int32) *decisionEntry {
+	return &r.pages[slot/ringPage][slot%ringPage]
+}
+
+// grow adds a slot, a page at a time, and returns it.
+func (r *decisionRing) grow() int {
+	if r.len%ringPage == 0 {
+		r.pages = append(r.pages, make([]decisionEntry, min(ringPage, r.size-r.len)))
+	}
+	r.len++
+	return r.len - 1
 }
 
 type decisionEntry struct {
@@ -307,7 +325,7 @@ func (s *shard) lookup(id pcommon.TraceID) (known, bool) {
 
 // decisionOf is k's decision, to read or update in place; k.t must be nil.
 func (s *shard) decisionOf(k known) *decided {
-	return &s.decisions[k.which].entries[k.slot].d
+	return &s.decisions[k.which].at(k.slot).d
 }
 
 // record remembers id's decision; prev is what the index held of id (a
@@ -315,20 +333,19 @@ func (s *shard) decisionOf(k known) *decided {
 // the kind is forgotten when the ring is full.
 func (s *shard) record(id pcommon.TraceID, which decision, d decided, prev known, hadPrev bool) {
 	if hadPrev && prev.t == nil {
-		s.decisions[prev.which].entries[prev.slot].stale = true
+		s.decisions[prev.which].at(prev.slot).stale = true
 	}
 	r := &s.decisions[which]
 	slot := r.next
-	if len(r.entries) < r.size {
-		slot = len(r.entries)
-		r.entries = append(r.entries, decisionEntry{})
+	if r.len < r.size {
+		slot = r.grow()
 	} else {
-		if e := &r.entries[slot]; !e.stale {
+		if e := r.at(int32(slot)); !e.stale {
 			delete(s.index, e.id)
 		}
 		r.next = (r.next + 1) % r.size
 	}
-	r.entries[slot] = decisionEntry{id: id, d: d}
+	*r.at(int32(slot)) = decisionEntry{id: id, d: d}
 	s.index[id] = known{slot: int32(slot), which: which}
 }
 
@@ -336,13 +353,13 @@ func (s *shard) record(id pcommon.TraceID, which decision, d decided, prev known
 // until f returns false.
 func (s *shard) recentDecisions(which decision, f func(pcommon.TraceID, decided) bool) {
 	r := &s.decisions[which]
-	n := len(r.entries)
+	n := r.len
 	newest := n - 1
 	if n == r.size {
 		newest = (r.next - 1 + n) % n
 	}
 	for i := range n {
-		e := &r.entries[(newest-i+n)%n]
+		e := r.at(int32((newest - i + n) % n))
 		if e.stale {
 			continue
 		}

@@ -54,3 +54,35 @@ func TestDecisionRingsForgetTheOldestOnly(t *testing.T) {
 	assert.Len(t, sh.index, 4)
 	assert.Zero(t, sh.buffered)
 }
+
+// A ring larger than a page: pages fill in turn, and once full the oldest
+// slot, in whichever page, is the one reused.
+func TestDecisionRingAcrossPages(t *testing.T) {
+	cfg := testConfig()
+	const size, made = 2*ringPage + 100, 3*ringPage
+	cfg.DecisionCache.NotSampledSize = size
+	totals := newBufferTotals(cfg, 1)
+	sh := newShard(cfg, 1, &totals, 0)
+	id := func(i int) pcommon.TraceID { return pcommon.TraceID{0: 1, 12: byte(i >> 24), 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)} }
+	for i := range made {
+		sh.record(id(i), notSampled, decided{at: int64(i)}, known{}, false)
+	}
+	assert.Len(t, sh.decisions[notSampled].pages, 3)
+	assert.Len(t, sh.index, size)
+	for i := range made {
+		k, ok := sh.lookup(id(i))
+		if i < made-size {
+			require.False(t, ok, "decision %d forgotten", i)
+			continue
+		}
+		require.True(t, ok, "decision %d remembered", i)
+		assert.Equal(t, int64(i), sh.decisionOf(k).at)
+	}
+	next := made - 1
+	sh.recentDecisions(notSampled, func(_ pcommon.TraceID, d decided) bool {
+		require.Equal(t, int64(next), d.at, "newest first")
+		next--
+		return true
+	})
+	assert.Equal(t, made-size-1, next, "every remembered decision visited")
+}
