@@ -257,6 +257,14 @@ func (c *Config) Validate() error {
 	atLeast("max_spans_per_trace", c.MaxSpansPerTrace, 1)
 	atLeast("decision_cache.sampled_size", c.DecisionCache.SampledSize, 1)
 	atLeast("decision_cache.not_sampled_size", c.DecisionCache.NotSampledSize, 1)
+	// Ring slots are 32-bit (an index entry stays small); 2^31 decisions
+	// would need ≈ 250 GB anyway.
+	for name, v := range map[string]int{"decision_cache.sampled_size": c.DecisionCache.SampledSize,
+		"decision_cache.not_sampled_size": c.DecisionCache.NotSampledSize} {
+		if v > math.MaxInt32 {
+			errs = append(errs, fmt.Errorf("%s: must be ≤ %d, got %d", name, math.MaxInt32, v))
+		}
+	}
 	atLeast("max_services", c.MaxServices, 1)
 	atLeast("num_shards", c.NumShards, 0)
 	if !(c.Smoothing > 0 && c.Smoothing <= 1) {

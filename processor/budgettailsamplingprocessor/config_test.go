@@ -1,6 +1,7 @@
 package budgettailsamplingprocessor
 
 import (
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -81,16 +82,17 @@ func TestValidateNamesTheField(t *testing.T) {
 	}
 
 	for field, mutate := range map[string]func(*Config){
-		"max_buffered_bytes":                  func(c *Config) { c.MaxBufferedBytes = 0 },
-		"max_spans_per_trace":                 func(c *Config) { c.MaxSpansPerTrace = 0 },
-		"buffer_compression":                  func(c *Config) { c.BufferCompression = "zstd" },
-		"decision_cache.sampled_size":         func(c *Config) { c.DecisionCache.SampledSize = 0 },
-		"smoothing":                           func(c *Config) { c.Smoothing = 0 },
-		"adjust_interval":                     func(c *Config) { c.AdjustInterval = 0 },
-		"outliers.relative_accuracy":          func(c *Config) { c.Outliers.RelativeAccuracy = 0.9 },
-		"outliers.max_groups":                 func(c *Config) { c.Outliers.MaxGroups = 0 },
-		"outliers.fallback_latency_threshold": func(c *Config) { c.Outliers.FallbackLatencyThreshold = -time.Second },
-		"budget.spans_per_second":             func(c *Config) { c.Budget.SpansPerSecond = -1 },
+		"max_buffered_bytes":                         func(c *Config) { c.MaxBufferedBytes = 0 },
+		"max_spans_per_trace":                        func(c *Config) { c.MaxSpansPerTrace = 0 },
+		"buffer_compression":                         func(c *Config) { c.BufferCompression = "zstd" },
+		"decision_cache.sampled_size":                func(c *Config) { c.DecisionCache.SampledSize = 0 },
+		"decision_cache.not_sampled_size: must be ≤": func(c *Config) { c.DecisionCache.NotSampledSize = math.MaxInt32 + 1 },
+		"smoothing":                                  func(c *Config) { c.Smoothing = 0 },
+		"adjust_interval":                            func(c *Config) { c.AdjustInterval = 0 },
+		"outliers.relative_accuracy":                 func(c *Config) { c.Outliers.RelativeAccuracy = 0.9 },
+		"outliers.max_groups":                        func(c *Config) { c.Outliers.MaxGroups = 0 },
+		"outliers.fallback_latency_threshold":        func(c *Config) { c.Outliers.FallbackLatencyThreshold = -time.Second },
+		"budget.spans_per_second":                    func(c *Config) { c.Budget.SpansPerSecond = -1 },
 		"budget.peers_refresh_interval": func(c *Config) {
 			c.Budget.PeersDNS = "x"
 			c.Budget.PeersRefreshInterval = 0
