@@ -59,11 +59,13 @@ func TestDecisionRingsForgetTheOldestOnly(t *testing.T) {
 // slot, in whichever page, is the one reused.
 func TestDecisionRingAcrossPages(t *testing.T) {
 	cfg := testConfig()
-	const size, made = 2*ringPage + 100, 3*ringPage
+	const size, made = 2*ringPage + 100, 3 * ringPage
 	cfg.DecisionCache.NotSampledSize = size
 	totals := newBufferTotals(cfg, 1)
 	sh := newShard(cfg, 1, &totals, 0)
-	id := func(i int) pcommon.TraceID { return pcommon.TraceID{0: 1, 12: byte(i >> 24), 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)} }
+	id := func(i int) pcommon.TraceID {
+		return pcommon.TraceID{0: 1, 12: byte(i >> 24), 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}
+	}
 	for i := range made {
 		sh.record(id(i), notSampled, decided{at: int64(i)}, known{}, false)
 	}
