@@ -24,9 +24,9 @@ const (
 )
 
 // store returns what the buffer holds of an encoded fragment; encoded is
-// not used afterwards. Called without locks: it is most of a fragment's cost
-// when compressing.
-// scratch is the caller's buffer for S2's worst case, reused across calls.
+// not used afterwards, scratch is the caller's buffer for S2's worst case,
+// reused across calls. Called without locks: when compressing, it is most
+// of a fragment's cost.
 func (c chunkCodec) store(encoded []byte, scratch *[]byte) []byte {
 	if !c.compress {
 		return encoded

@@ -30,6 +30,17 @@ type lateFragment struct {
 	th sampling.Threshold
 }
 
+// encoded is a buffered chunk's OTLP encoding. We wrote every chunk, so
+// one that cannot be read means memory corruption: logged and skipped.
+func (p *budgetTailSampler) encoded(chunk []byte) ([]byte, bool) {
+	b, err := p.codec.load(chunk)
+	if err != nil {
+		p.logger.Error("cannot decompress a buffered fragment", zap.Error(err))
+		return nil, false
+	}
+	return b, true
+}
+
 // encodedChunks are t's fragments as OTLP encodings, for a peer.
 func (p *budgetTailSampler) encodedChunks(t *trace) [][]byte {
 	if !p.codec.compress {
@@ -37,12 +48,9 @@ func (p *budgetTailSampler) encodedChunks(t *trace) [][]byte {
 	}
 	out := make([][]byte, 0, len(t.chunks))
 	for _, c := range t.chunks {
-		encoded, err := p.codec.load(c)
-		if err != nil {
-			p.logger.Error("cannot decompress a buffered fragment", zap.Error(err))
-			continue
+		if b, ok := p.encoded(c); ok {
+			out = append(out, b)
 		}
-		out = append(out, encoded)
 	}
 	return out
 }
@@ -66,9 +74,8 @@ func (p *budgetTailSampler) forward(ctx context.Context, k *keptSet) {
 		var u ptrace.ProtoUnmarshaler
 		for _, kt := range k.traces {
 			for _, chunk := range kt.chunks {
-				encoded, err := p.codec.load(chunk)
-				if err != nil {
-					p.logger.Error("cannot decompress a buffered fragment", zap.Error(err))
+				encoded, ok := p.encoded(chunk)
+				if !ok {
 					continue
 				}
 				td, err := u.UnmarshalTraces(encoded)
