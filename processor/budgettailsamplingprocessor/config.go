@@ -243,6 +243,12 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: must be ≥ %d, got %d", name, min, v))
 		}
 	}
+	inRange := func(name string, v, min, max int) {
+		atLeast(name, v, min)
+		if v > max {
+			errs = append(errs, fmt.Errorf("%s: must be ≤ %d, got %d", name, max, v))
+		}
+	}
 	positive("decision_wait", c.DecisionWait)
 	positive("decision_wait_after_root", c.DecisionWaitAfterRoot)
 	positive("adjust_interval", c.AdjustInterval)
@@ -255,16 +261,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("buffer_compression: must be %q or %q, got %q", compressionNone, compressionS2, c.BufferCompression))
 	}
 	atLeast("max_spans_per_trace", c.MaxSpansPerTrace, 1)
-	atLeast("decision_cache.sampled_size", c.DecisionCache.SampledSize, 1)
-	atLeast("decision_cache.not_sampled_size", c.DecisionCache.NotSampledSize, 1)
 	// Ring slots are 32-bit (an index entry stays small); 2^31 decisions
 	// would need ≈ 250 GB anyway.
-	for name, v := range map[string]int{"decision_cache.sampled_size": c.DecisionCache.SampledSize,
-		"decision_cache.not_sampled_size": c.DecisionCache.NotSampledSize} {
-		if v > math.MaxInt32 {
-			errs = append(errs, fmt.Errorf("%s: must be ≤ %d, got %d", name, math.MaxInt32, v))
-		}
-	}
+	inRange("decision_cache.sampled_size", c.DecisionCache.SampledSize, 1, math.MaxInt32)
+	inRange("decision_cache.not_sampled_size", c.DecisionCache.NotSampledSize, 1, math.MaxInt32)
 	atLeast("max_services", c.MaxServices, 1)
 	atLeast("num_shards", c.NumShards, 0)
 	if !(c.Smoothing > 0 && c.Smoothing <= 1) {
