@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 )
 
@@ -118,6 +120,62 @@ func BenchmarkOutlierGroups(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*400), "ns/span")
 			b.ReportMetric((float64(heap)-float64(baseHeap))/float64(groups-1), "heap-B/group")
+		})
+	}
+}
+
+// BenchmarkIntakeDepth compares the processor's CPU per span with 10,000
+// and with 1,000,000 traces buffered, in a steady state: the buffer stays
+// full (max_traces), so each new trace forces the oldest out, at either
+// depth. The loop is long enough for several GC cycles at 1M buffered
+// (gc-cycles), so that marking a large buffer is in the figure: net-ns/span
+// is all the process's CPU minus what the feeding thread spent building the
+// requests (as in TailSamplers). The decision caches are small and filled
+// before measuring, so that only the buffer's depth differs.
+//
+//	go test -run '^$' -bench IntakeDepth -benchtime 5000x -count 5 -cpu 1 ./bench/
+func BenchmarkIntakeDepth(b *testing.B) {
+	for _, depth := range []int{10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("buffered_%d", depth), func(b *testing.B) {
+			g := workload.NewGenerator(workload.Options{Services: 10, ErrorEvery: 100, SlowEvery: 100})
+			p := newOurSampler(b, &countingSink{}, map[string]any{
+				"decision_wait":            "1h",
+				"decision_wait_after_root": "1h",
+				"max_traces":               depth,
+				"max_buffered_bytes":       8 << 30,
+				"decision_cache":           map[string]any{"sampled_size": 50_000, "not_sampled_size": 50_000},
+				"budget":                   map[string]any{"spans_per_second": 15000},
+			})
+			defer func() { _ = p.Shutdown(context.Background()) }()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			// Fill the buffer, then as many traces again as the caches hold,
+			// forced out: the steady state at this depth.
+			for filled := 0; filled < depth+100_000; filled += 1000 {
+				td, _ := g.Batch(1000)
+				_ = p.ConsumeTraces(context.Background(), td)
+			}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			var building time.Duration
+			spans := 0
+			cpu0 := procwatch.SelfCPU()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := procwatch.ThreadCPU()
+				td, _ := g.Batch(100)
+				building += procwatch.ThreadCPU() - t0
+				spans += td.SpanCount()
+				if err := p.ConsumeTraces(context.Background(), td); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			cpu := procwatch.SelfCPU() - cpu0
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64((cpu-building).Nanoseconds())/float64(spans), "net-ns/span")
+			b.ReportMetric(float64(after.NumGC-before.NumGC), "gc-cycles")
 		})
 	}
 }

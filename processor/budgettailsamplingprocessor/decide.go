@@ -47,11 +47,11 @@ func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, n
 				sh.mu.Lock()
 			}
 		}
-		for t := sh.arrivals.head; t != nil && now.Sub(t.arrived) >= p.cfg.DecisionWait; t = sh.arrivals.head {
+		for t := sh.arrivals.head; t != nil && p.since(now, t.arrived) >= p.cfg.DecisionWait; t = sh.arrivals.head {
 			p.decideOrPassOn(sh, t, now, &out)
 			yield()
 		}
-		for t := sh.roots.head; t != nil && now.Sub(t.rootArrived) >= p.cfg.DecisionWaitAfterRoot; t = sh.roots.head {
+		for t := sh.roots.head; t != nil && p.since(now, t.rootArrived) >= p.cfg.DecisionWaitAfterRoot; t = sh.roots.head {
 			p.decideOrPassOn(sh, t, now, &out)
 			yield()
 		}
@@ -83,8 +83,8 @@ func (p *budgetTailSampler) decideOrPassOn(sh *shard, t *trace, now time.Time, o
 // expired: the trace's wait is over, counted from when its first span, or
 // its root, arrived at whichever sampler first held it.
 func (p *budgetTailSampler) expired(t *trace, now time.Time) bool {
-	return now.Sub(t.arrived) >= p.cfg.DecisionWait ||
-		(t.hasRoot && now.Sub(t.rootArrived) >= p.cfg.DecisionWaitAfterRoot)
+	return p.since(now, t.arrived) >= p.cfg.DecisionWait ||
+		(t.hasRoot && p.since(now, t.rootArrived) >= p.cfg.DecisionWaitAfterRoot)
 }
 
 // decide runs the policy on t, removes it from the buffer and records the
@@ -97,7 +97,7 @@ func (p *budgetTailSampler) expired(t *trace, now time.Time) bool {
 // T_out = P2T(p · T2P(T_in)) (OTEP 235).
 func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause reason, out *keptSet) {
 	sh.remove(t)
-	defer p.tel.DecisionLatency.Record(context.Background(), now.Sub(t.arrived).Seconds())
+	defer p.tel.DecisionLatency.Record(context.Background(), p.since(now, t.arrived).Seconds())
 	ruleIdx := p.rules.first(t)
 	var matched *rule
 	if ruleIdx >= 0 {
@@ -206,10 +206,10 @@ func (p *budgetTailSampler) enforceBounds(now time.Time, out *keptSet) {
 // only memory pressure brings it here.
 func (p *budgetTailSampler) oldestShard() *shard {
 	var oldest *shard
-	var at time.Time
+	var at instant
 	for _, sh := range p.shards {
 		sh.mu.Lock()
-		if h := sh.oldest(); h != nil && (oldest == nil || h.arrived.Before(at)) {
+		if h := sh.oldest(); h != nil && (oldest == nil || h.arrived < at) {
 			oldest, at = sh, h.arrived
 		}
 		sh.mu.Unlock()

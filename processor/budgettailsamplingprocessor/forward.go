@@ -26,8 +26,8 @@ type keptTrace struct {
 }
 
 type lateFragment struct {
-	td ptrace.Traces
-	th sampling.Threshold
+	encoded []byte
+	th      sampling.Threshold
 }
 
 // encoded is a buffered chunk's OTLP encoding. We wrote every chunk, so
@@ -59,8 +59,8 @@ func (k *keptSet) add(t *trace, th sampling.Threshold, reason string) {
 	k.traces = append(k.traces, keptTrace{chunks: t.chunks, th: th, reason: reason})
 }
 
-func (k *keptSet) addLate(td ptrace.Traces, th sampling.Threshold) {
-	k.late = append(k.late, lateFragment{td: td, th: th})
+func (k *keptSet) addLate(encoded []byte, th sampling.Threshold) {
+	k.late = append(k.late, lateFragment{encoded: encoded, th: th})
 }
 
 // forward hands kept traces on. Traces decided while serving a request
@@ -93,9 +93,15 @@ func (p *budgetTailSampler) forward(ctx context.Context, k *keptSet) {
 	}
 	if len(k.late) > 0 {
 		out := ptrace.NewTraces()
+		var u ptrace.ProtoUnmarshaler
 		for _, lf := range k.late {
-			p.stamp(lf.td, lf.th, "")
-			lf.td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+			td, err := u.UnmarshalTraces(lf.encoded)
+			if err != nil {
+				p.logger.Error("cannot decode a late fragment", zap.Error(err))
+				continue
+			}
+			p.stamp(td, lf.th, "")
+			td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 		}
 		p.consume(ctx, out)
 	}

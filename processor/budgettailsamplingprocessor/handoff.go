@@ -178,12 +178,12 @@ func (h *handoff) passOn(sh *shard, t *trace, expired bool) bool {
 	if mine || (expired && t.hops >= maxHops) {
 		return false
 	}
-	it := handoffItem{kind: recordTrace, id: t.id, chunks: h.p.encodedChunks(t), arrived: t.arrived, spans: t.spans, hops: t.hops}
+	it := handoffItem{kind: recordTrace, id: t.id, chunks: h.p.encodedChunks(t), arrived: h.p.timeAt(t.arrived), spans: t.spans, hops: t.hops}
 	if expired {
 		it.hops++
 	}
 	if t.hasRoot {
-		it.rootArrived = t.rootArrived
+		it.rootArrived = h.p.timeAt(t.rootArrived)
 	}
 	if !h.send(owner, it) {
 		return false
@@ -206,7 +206,7 @@ func (h *handoff) proxy(sh *shard, id pcommon.TraceID, f *fragment, now time.Tim
 	if ok && k.t == nil { // decided here: its late spans follow the decision here
 		return false
 	}
-	if !h.send(owner, handoffItem{kind: recordFragment, id: id, td: f.td, arrived: now, spans: f.spans}) {
+	if !h.send(owner, handoffItem{kind: recordFragment, id: id, chunks: [][]byte{f.encoded}, arrived: now, spans: f.spans}) {
 		return false
 	}
 	h.stats.proxiedSpans.Add(int64(f.spans))

@@ -472,9 +472,7 @@ func TestDisagreeingViewsDoNotPassATraceForever(t *testing.T) {
 	b.p.handoff.ring.Store(ring.New([]string{"127.0.0.2:4317"})) // B: A owns it
 	// A holds the trace (its owner was unreachable when it came, say).
 	f := fragmentOf(a, oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond))
-	chunk, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(f.td)
-	require.NoError(t, err)
-	a.p.ingest(a.p.shardOf(id), id, f, chunk, arrivedNow(ht.now()), &keptSet{})
+	a.p.ingest(a.p.shardOf(id), id, f, f.encoded, arrivedNow(ht.now()), &keptSet{})
 	for range 3 * maxHops {
 		ht.advance(11 * time.Second)
 		ht.settle()
@@ -490,10 +488,13 @@ func TestDisagreeingViewsDoNotPassATraceForever(t *testing.T) {
 
 // fragmentOf splits a one-trace request as intake does.
 func fragmentOf(ts *testSampler, td ptrace.Traces) *fragment {
-	for _, f := range ts.p.split(td) {
-		return f
+	req, err := ts.p.split(td)
+	if err != nil || len(req.frags) != 1 {
+		panic(fmt.Sprint("not one fragment: ", err))
 	}
-	return nil
+	f := req.frags[0]
+	req.release()
+	return &f
 }
 
 // A gateway that retries a request after one of its samplers failed

@@ -26,16 +26,23 @@ func (h *handoff) receive(ctx context.Context, td ptrace.Traces, from string) {
 	if from != "" {
 		h.countReceived(records, td)
 	}
+	req, err := p.split(td)
+	if err != nil {
+		return
+	}
+	defer req.release()
 	var out keptSet
 	var scratch []byte
-	for id, f := range p.split(td) {
+	for i := range req.frags {
+		f := &req.frags[i]
+		id := f.id
 		rec := records[id]
 		a := arrival{at: now.Add(-rec.age), rootAt: now, handed: rec.kind == recordTrace, hops: rec.hops}
 		if rec.hasRoot {
 			a.rootAt = now.Add(-rec.rootAge)
 		}
 		sh := p.shardOf(id)
-		chunk := p.encode(f, &scratch)
+		chunk := p.codec.store(f.encoded, &scratch)
 		sh.mu.Lock()
 		p.ingest(sh, id, f, chunk, a, &out)
 		sh.mu.Unlock()
@@ -69,7 +76,7 @@ func (h *handoff) adoptDecision(sh *shard, id pcommon.TraceID, rec handoffRecord
 	k, ok := sh.lookup(id)
 	if t := k.t; t != nil {
 		d.recent = t.lastFingerprints()
-		if from != "" && h.send(from, handoffItem{kind: recordFragment, id: id, chunks: p.encodedChunks(t), arrived: t.arrived, spans: t.spans}) {
+		if from != "" && h.send(from, handoffItem{kind: recordFragment, id: id, chunks: p.encodedChunks(t), arrived: p.timeAt(t.arrived), spans: t.spans}) {
 			sh.remove(t)
 		} else {
 			sh.remove(t)

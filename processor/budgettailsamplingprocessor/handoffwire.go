@@ -45,8 +45,7 @@ type handoffRecord struct {
 type handoffItem struct {
 	kind        recordKind
 	id          pcommon.TraceID
-	chunks      [][]byte      // recordTrace, or a recordFragment of buffered chunks
-	td          ptrace.Traces // recordFragment from intake
+	chunks      [][]byte // OTLP encodings: recordTrace, recordFragment
 	arrived     time.Time
 	rootArrived time.Time // zero: no root yet
 	spans       int
@@ -81,8 +80,6 @@ func (it *handoffItem) encode(out ptrace.Traces, now time.Time, u *ptrace.ProtoU
 			}
 			mark(td)
 		}
-	case it.kind == recordFragment:
-		mark(it.td)
 	case it.kind == recordDecision:
 		td := ptrace.NewTraces()
 		td.ResourceSpans().AppendEmpty()

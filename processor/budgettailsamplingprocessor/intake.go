@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/otep235"
 )
@@ -25,14 +27,55 @@ const (
 // fragment is the part of one trace that arrived in one request.
 type fragment struct {
 	summary
-	// bytes is the fragment's OTLP encoding's size (what the budget counts),
-	// whatever the buffer holds of it.
-	bytes int64
-	td    ptrace.Traces
-	rs    ptrace.ResourceSpans
-	ss    ptrace.ScopeSpans
-	rsIdx int
-	ssIdx int
+	id pcommon.TraceID
+	// encoded is the fragment's OTLP encoding; bytes its size (what the
+	// budget counts), whatever the buffer holds of it.
+	encoded []byte
+	bytes   int64
+	// first and last are the fragment's first and last spans in the
+	// request's wire index, linked in request order.
+	first, last int32
+}
+
+// request is a request split into fragments, one per trace; pooled, with
+// its wire index, so that splitting allocates little beyond the encodings.
+type request struct {
+	wire  requestWire
+	frags []fragment
+	byID  map[pcommon.TraceID]int32
+}
+
+var requestPool = sync.Pool{New: func() any { return &request{byID: map[pcommon.TraceID]int32{}} }}
+
+// fragmentOf returns the index of id's fragment, adding it if new.
+func (r *request) fragmentOf(id pcommon.TraceID) int32 {
+	if i, ok := r.byID[id]; ok {
+		return i
+	}
+	i := int32(len(r.frags))
+	r.frags = append(r.frags, fragment{id: id, first: -1, last: -1})
+	r.byID[id] = i
+	return i
+}
+
+// link appends span s of the wire index to f.
+func (r *request) link(f *fragment, s int32) {
+	if f.last < 0 {
+		f.first = s
+	} else {
+		r.wire.spans[f.last].next = s
+	}
+	f.last = s
+}
+
+// release returns r to the pool; nothing of it may be used afterwards but
+// the fragments' encodings, which are the caller's.
+func (r *request) release() {
+	clear(r.frags)
+	r.frags = r.frags[:0]
+	clear(r.byID)
+	r.wire.buf = nil
+	requestPool.Put(r)
 }
 
 // splitter carries one request's per-span state: the last tracestate parsed
@@ -52,19 +95,24 @@ type splitter struct {
 // ConsumeTraces splits the request into per-trace fragments and buffers
 // them; late spans of decided traces follow their decision at once.
 func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
-	frags := p.split(td)
+	req, err := p.split(td)
+	if err != nil {
+		return err
+	}
+	defer req.release()
 	now := p.now()
 	var out keptSet
 	var scratch []byte
-	for id, f := range frags {
-		sh := p.shardOf(id)
-		if p.handoff != nil && p.handoff.proxy(sh, id, f, now) {
+	for i := range req.frags {
+		f := &req.frags[i]
+		sh := p.shardOf(f.id)
+		if p.handoff != nil && p.handoff.proxy(sh, f.id, f, now) {
 			continue
 		}
-		// Encoding is most of intake: done before taking the shard's lock.
-		chunk := p.encode(f, &scratch)
+		// Compressing is most of a fragment's cost then: before the lock.
+		chunk := p.codec.store(f.encoded, &scratch)
 		sh.mu.Lock()
-		p.ingest(sh, id, f, chunk, arrivedNow(now), &out)
+		p.ingest(sh, f.id, f, chunk, arrivedNow(now), &out)
 		sh.mu.Unlock()
 		p.enforceBounds(now, &out)
 	}
@@ -72,81 +120,67 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 	return nil
 }
 
-// encode returns what the buffer holds of f (its OTLP encoding, compressed
-// with buffer_compression) and sets f.bytes.
-func (p *budgetTailSampler) encode(f *fragment, scratch *[]byte) []byte {
-	var m ptrace.ProtoMarshaler
-	encoded, _ := m.MarshalTraces(f.td)
-	f.bytes = int64(len(encoded))
-	return p.codec.store(encoded, scratch)
-}
-
-func (p *budgetTailSampler) split(td ptrace.Traces) map[pcommon.TraceID]*fragment {
+// split cuts td into one fragment per trace, each summarized for the
+// policy and encoded (copied out of td's encoding); td is left as it was.
+// The caller releases the request.
+func (p *budgetTailSampler) split(td ptrace.Traces) (*request, error) {
+	req := requestPool.Get().(*request)
+	w := &req.wire
 	rss := td.ResourceSpans()
-	frags := make(map[pcommon.TraceID]*fragment, rss.Len())
+	if err := w.index(td); err != nil || len(w.rs) != rss.Len() {
+		req.release()
+		p.logger.Error("cannot index a request's encoding", zap.Int("spans", td.SpanCount()), zap.Error(err))
+		return nil, errUnexpectedEncoding
+	}
 	sp := splitter{p: p}
 	if len(p.rules.spanRules) > 0 {
 		sp.ruleErrs = make([]int64, len(p.rules.rules))
 	}
+	cur := int32(-1)
+	var curID pcommon.TraceID
 	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
+		rs, rec := rss.At(i), &w.rs[i]
 		service := unknownService
 		if v, ok := rs.Resource().Attributes().Get(serviceNameKey); ok && v.AsString() != "" {
 			service = p.names.internString(v.AsString())
 		}
-		if id, ok := singleTrace(rs); ok {
-			// Fast path: the whole ResourceSpans is one trace, the shape the
-			// loadbalancing exporter sends (it splits requests by trace ID).
-			// It moves as a whole: no copy, no per-span allocation.
-			f := frags[id]
-			if f == nil {
-				f = &fragment{td: ptrace.NewTraces(), rsIdx: -1}
-				frags[id] = f
-			}
-			sss := rs.ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				ss := sss.At(j)
-				spans := ss.Spans()
-				for k := 0; k < spans.Len(); k++ {
-					sp.summarize(f, rs, ss, spans.At(k), service)
-				}
-			}
-			rs.MoveTo(f.td.ResourceSpans().AppendEmpty())
-			f.rsIdx = -1
-			continue
-		}
 		sss := rs.ScopeSpans()
+		if rec.numSS != sss.Len() {
+			req.release()
+			return nil, errUnexpectedEncoding
+		}
+		// A ResourceSpans of one trace (what the loadbalancing exporter
+		// sends) is copied into its fragment as one record.
+		oneTrace, found := true, false
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j)
+			first := w.ss[rec.firstSS+j].firstSpan
 			spans := ss.Spans()
+			if w.ss[rec.firstSS+j].numSpans != spans.Len() {
+				req.release()
+				return nil, errUnexpectedEncoding
+			}
 			for k := 0; k < spans.Len(); k++ {
 				span := spans.At(k)
 				id := span.TraceID()
 				if id.IsEmpty() {
 					sp.invalid[invalidZeroTraceID]++
+					oneTrace = false
 					continue
 				}
-				f := frags[id]
-				if f == nil {
-					f = &fragment{td: ptrace.NewTraces(), rsIdx: -1}
-					frags[id] = f
+				if found && id != curID {
+					oneTrace = false
 				}
-				if f.rsIdx != i {
-					f.rs = f.td.ResourceSpans().AppendEmpty()
-					rs.Resource().CopyTo(f.rs.Resource())
-					f.rs.SetSchemaUrl(rs.SchemaUrl())
-					f.rsIdx, f.ssIdx = i, -1
+				if cur < 0 || id != curID {
+					cur, curID = req.fragmentOf(id), id
 				}
-				if f.ssIdx != j {
-					f.ss = f.rs.ScopeSpans().AppendEmpty()
-					ss.Scope().CopyTo(f.ss.Scope())
-					f.ss.SetSchemaUrl(ss.SchemaUrl())
-					f.ssIdx = j
-				}
+				found = true
+				f := &req.frags[cur]
+				req.link(f, int32(first+k))
 				sp.summarize(f, rs, ss, span, service)
-				span.MoveTo(f.ss.Spans().AppendEmpty())
 			}
 		}
+		rec.whole = oneTrace && found
 	}
 	if sp.invalid != [numInvalidCauses]int64{} || sp.hasRuleErrors() {
 		// Invalid spans and rule errors are rare; count them on the first shard.
@@ -160,28 +194,16 @@ func (p *budgetTailSampler) split(td ptrace.Traces) map[pcommon.TraceID]*fragmen
 		}
 		sh.mu.Unlock()
 	}
-	return frags
-}
-
-// singleTrace reports whether every span of rs has one, non-zero, trace ID.
-func singleTrace(rs ptrace.ResourceSpans) (pcommon.TraceID, bool) {
-	var id pcommon.TraceID
-	found := false
-	sss := rs.ScopeSpans()
-	for j := 0; j < sss.Len(); j++ {
-		spans := sss.At(j).Spans()
-		for k := 0; k < spans.Len(); k++ {
-			tid := spans.At(k).TraceID()
-			if tid.IsEmpty() || (found && tid != id) {
-				return id, false
-			}
-			id, found = tid, true
-		}
+	for i := range req.frags {
+		f := &req.frags[i]
+		n := w.encodedSize(f.first)
+		f.encoded = w.appendEncoding(make([]byte, 0, n), f.first)
+		f.bytes = int64(n)
 	}
-	return id, found
+	return req, nil
 }
 
-// summarize folds a span into its fragment's summary.
+// hasRuleErrors reports whether a rule condition failed in this request.
 func (sp *splitter) hasRuleErrors() bool {
 	for _, n := range sp.ruleErrs {
 		if n != 0 {
@@ -191,6 +213,7 @@ func (sp *splitter) hasRuleErrors() bool {
 	return false
 }
 
+// summarize folds a span into its fragment's summary.
 func (sp *splitter) summarize(f *fragment, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, service string) {
 	f.spans++
 	id := span.SpanID()
@@ -345,21 +368,21 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, c
 	}
 	switch {
 	case t == nil:
-		t = &trace{id: id, arrived: a.at}
+		t = &trace{id: id, arrived: p.instant(a.at)}
 		t.recent[0] = f.fp
 		sh.add(t, a.handed)
 	case a.handed:
-		sh.arrivedEarlier(t, a.at)
+		sh.arrivedEarlier(t, p.instant(a.at))
 	}
 	t.hops = max(t.hops, a.hops)
-	t.chunks = append(t.chunks, chunk)
+	t.addChunk(chunk)
 	sh.grow(t, f.bytes, int64(len(chunk)))
 	if priming {
 		sh.intake += p.unit.volume(f.spans, f.bytes+f.stampBytes)
 	}
 	sh.spans += int64(f.spans)
 	if t.merge(&f.summary) {
-		t.rootArrived = a.rootAt
+		t.rootArrived = p.instant(a.rootAt)
 		if !t.handed {
 			t.inRootList = true
 			sh.roots.pushBack(t)
@@ -390,7 +413,7 @@ func (p *budgetTailSampler) lateSize(sh *shard, f *fragment, priming bool) size 
 func (p *budgetTailSampler) followSampled(sh *shard, f *fragment, d decided, z size, out *keptSet) {
 	sh.counters.countLate(sampled, reasonLateSpan, f.spans, z.bytes)
 	sh.volumes.book(d, z.vol, true, p.cfg.MaxServices)
-	out.addLate(f.td, d.th)
+	out.addLate(f.encoded, d.th)
 }
 
 // followNotSampled drops a late fragment of a trace decided not-sampled,
@@ -411,7 +434,7 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *f
 			sh.record(id, sampled, late, k, true)
 			sh.counters.countLate(sampled, reasonLateError, f.spans, z.bytes)
 			sh.volumes.book(late, z.vol, true, p.cfg.MaxServices)
-			out.addLate(f.td, th)
+			out.addLate(f.encoded, th)
 			return
 		}
 		sh.counters.overflow[classError]++

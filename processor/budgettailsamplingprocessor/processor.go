@@ -28,12 +28,14 @@ const (
 )
 
 type budgetTailSampler struct {
-	cfg      *Config
-	logger   *zap.Logger
-	next     consumer.Traces
-	tel      *metadata.Telemetry
-	reg      metric.Registration
-	now      func() time.Time
+	cfg    *Config
+	logger *zap.Logger
+	next   consumer.Traces
+	tel    *metadata.Telemetry
+	reg    metric.Registration
+	now    func() time.Time
+	// epoch is what a trace's arrival instants count from.
+	epoch    time.Time
 	lookup   lookupIPs
 	unit     budgetUnit
 	shards   []*shard
@@ -83,6 +85,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		next:   next,
 		tel:    tel,
 		now:    time.Now,
+		epoch:  time.Now(),
 		lookup: net.DefaultResolver.LookupIP,
 		unit:   newBudgetUnit(cfg.Budget),
 		groups: newOutlierGroups(cfg.Outliers),
@@ -126,8 +129,9 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 }
 
 func (p *budgetTailSampler) Capabilities() consumer.Capabilities {
-	// Spans are moved out of the incoming request into per-trace buffers.
-	return consumer.Capabilities{MutatesData: true}
+	// The request is only read: the buffer holds copies of its encoding, and
+	// what is forwarded is decoded from them.
+	return consumer.Capabilities{MutatesData: false}
 }
 
 func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) error {

@@ -1,0 +1,243 @@
+package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+
+import (
+	"errors"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// requestWire is a request's OTLP encoding, indexed: where each
+// ResourceSpans, ScopeSpans and span record lies in it. A fragment's
+// encoding is assembled from it by copying records, so a request is
+// marshaled once whatever the number of traces in it (pdata marshals whole
+// messages only; re-encoding each fragment copied every span into a new
+// ptrace.Traces first, and re-encoded its resource).
+type requestWire struct {
+	buf   []byte
+	rs    []rsRecord
+	ss    []ssRecord
+	spans []spanRecord
+}
+
+type byteRange struct{ from, to int }
+
+func (r byteRange) len() int { return r.to - r.from }
+
+type rsRecord struct {
+	// record is the whole record (tag and length included); head and tail
+	// are its fields before and after its ScopeSpans.
+	record, head, tail byteRange
+	firstSS, numSS     int
+	// whole: every span in it belongs to one fragment, which takes the
+	// record as it is.
+	whole bool
+}
+
+type ssRecord struct {
+	head, tail byteRange
+	rs         int32
+	firstSpan  int
+	numSpans   int
+}
+
+type spanRecord struct {
+	byteRange
+	ss int32
+	// next is the fragment's next span, -1 after its last.
+	next int32
+}
+
+// Field numbers in TracesData, ResourceSpans and ScopeSpans.
+const (
+	resourceSpansField protowire.Number = 1
+	scopeSpansField    protowire.Number = 2
+	spansField         protowire.Number = 2
+)
+
+var errUnexpectedEncoding = errors.New("unexpected layout of the request's OTLP encoding")
+
+// index marshals td and records where its parts lie.
+func (w *requestWire) index(td ptrace.Traces) error {
+	var m ptrace.ProtoMarshaler
+	w.buf, _ = m.MarshalTraces(td)
+	return w.indexRecords()
+}
+
+func (w *requestWire) indexRecords() error {
+	w.rs, w.ss, w.spans = w.rs[:0], w.ss[:0], w.spans[:0]
+	for pos := 0; pos < len(w.buf); {
+		num, typ, body, end := w.field(pos, len(w.buf))
+		if end < 0 {
+			return errUnexpectedEncoding
+		}
+		if num == resourceSpansField && typ == protowire.BytesType {
+			if err := w.indexResourceSpans(pos, body, end); err != nil {
+				return err
+			}
+		}
+		pos = end
+	}
+	return nil
+}
+
+func (w *requestWire) indexResourceSpans(from, body, to int) error {
+	rs := rsRecord{record: byteRange{from, to}, firstSS: len(w.ss)}
+	var err error
+	rs.head, rs.tail, err = w.children(body, to, scopeSpansField, func(from, body, to int) error {
+		ss := ssRecord{rs: int32(len(w.rs)), firstSpan: len(w.spans)}
+		var err error
+		ss.head, ss.tail, err = w.children(body, to, spansField, func(from, _, to int) error {
+			w.spans = append(w.spans, spanRecord{byteRange: byteRange{from, to}, ss: int32(len(w.ss)), next: -1})
+			return nil
+		})
+		ss.numSpans = len(w.spans) - ss.firstSpan
+		w.ss = append(w.ss, ss)
+		return err
+	})
+	rs.numSS = len(w.ss) - rs.firstSS
+	w.rs = append(w.rs, rs)
+	return err
+}
+
+// children calls child for each record of field n in the message body
+// buf[from:to]; head and tail are the body's other fields, before and after
+// those records (pdata writes them so: never between).
+func (w *requestWire) children(from, to int, n protowire.Number, child func(from, body, to int) error) (head, tail byteRange, err error) {
+	head, tail = byteRange{from, to}, byteRange{to, to}
+	seen, otherAfter := false, false
+	for pos := from; pos < to; {
+		num, typ, body, end := w.field(pos, to)
+		if end < 0 {
+			return head, tail, errUnexpectedEncoding
+		}
+		if num != n || typ != protowire.BytesType {
+			if seen && !otherAfter {
+				otherAfter, tail.from = true, pos
+			}
+			pos = end
+			continue
+		}
+		if otherAfter {
+			return head, tail, errUnexpectedEncoding
+		}
+		if !seen {
+			seen, head.to = true, pos
+		}
+		if err := child(pos, body, end); err != nil {
+			return head, tail, err
+		}
+		pos = end
+	}
+	return head, tail, nil
+}
+
+// field reads the field at pos: its number and type, where a length-
+// delimited field's body starts, and where the field ends (-1: malformed).
+func (w *requestWire) field(pos, limit int) (protowire.Number, protowire.Type, int, int) {
+	b := w.buf[pos:limit]
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return 0, 0, 0, -1
+	}
+	if typ == protowire.BytesType {
+		v, m := protowire.ConsumeBytes(b[n:])
+		if m < 0 {
+			return 0, 0, 0, -1
+		}
+		return num, typ, pos + n + m - len(v), pos + n + m
+	}
+	m := protowire.ConsumeFieldValue(num, typ, b[n:])
+	if m < 0 {
+		return 0, 0, 0, -1
+	}
+	return num, typ, pos + n, pos + n + m
+}
+
+func (w *requestWire) bytes(r byteRange) []byte { return w.buf[r.from:r.to] }
+
+func (w *requestWire) rsOf(s int32) int32 { return w.ss[w.spans[s].ss].rs }
+
+// encodedSize is the size of the encoding of the fragment whose first span
+// is first.
+func (w *requestWire) encodedSize(first int32) int {
+	size := 0
+	for s := first; s >= 0; {
+		rs := &w.rs[w.rsOf(s)]
+		if rs.whole {
+			size += rs.record.len()
+			s = w.skipResourceSpans(s)
+			continue
+		}
+		var n int
+		n, s = w.resourceSpansBody(s)
+		size += lengthDelimited(n)
+	}
+	return size
+}
+
+// appendEncoding appends the encoding of the fragment whose first span is
+// first: a TracesData of its spans, grouped as in the request.
+func (w *requestWire) appendEncoding(dst []byte, first int32) []byte {
+	for s := first; s >= 0; {
+		r := w.rsOf(s)
+		rs := &w.rs[r]
+		if rs.whole {
+			dst = append(dst, w.bytes(rs.record)...)
+			s = w.skipResourceSpans(s)
+			continue
+		}
+		n, _ := w.resourceSpansBody(s)
+		dst = protowire.AppendTag(dst, resourceSpansField, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, uint64(n))
+		dst = append(dst, w.bytes(rs.head)...)
+		for s >= 0 && w.rsOf(s) == r {
+			ss := w.spans[s].ss
+			m, _ := w.scopeSpansBody(s)
+			dst = protowire.AppendTag(dst, scopeSpansField, protowire.BytesType)
+			dst = protowire.AppendVarint(dst, uint64(m))
+			dst = append(dst, w.bytes(w.ss[ss].head)...)
+			for ; s >= 0 && w.spans[s].ss == ss; s = w.spans[s].next {
+				dst = append(dst, w.bytes(w.spans[s].byteRange)...)
+			}
+			dst = append(dst, w.bytes(w.ss[ss].tail)...)
+		}
+		dst = append(dst, w.bytes(rs.tail)...)
+	}
+	return dst
+}
+
+// resourceSpansBody sizes the body of a ResourceSpans holding the
+// fragment's spans from s on that share s's ResourceSpans; next is the
+// fragment's first span past them.
+func (w *requestWire) resourceSpansBody(s int32) (size int, next int32) {
+	r := w.rsOf(s)
+	size = w.rs[r].head.len() + w.rs[r].tail.len()
+	for s >= 0 && w.rsOf(s) == r {
+		var n int
+		n, s = w.scopeSpansBody(s)
+		size += lengthDelimited(n)
+	}
+	return size, s
+}
+
+func (w *requestWire) scopeSpansBody(s int32) (size int, next int32) {
+	ss := w.spans[s].ss
+	size = w.ss[ss].head.len() + w.ss[ss].tail.len()
+	for ; s >= 0 && w.spans[s].ss == ss; s = w.spans[s].next {
+		size += w.spans[s].len()
+	}
+	return size, s
+}
+
+func (w *requestWire) skipResourceSpans(s int32) int32 {
+	r := w.rsOf(s)
+	for s >= 0 && w.rsOf(s) == r {
+		s = w.spans[s].next
+	}
+	return s
+}
+
+// lengthDelimited is the size of a field of tag number < 16 whose body is n
+// bytes.
+func lengthDelimited(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
