@@ -133,11 +133,12 @@ bench: bench-go bench-e2e
 
 bench-go: $(BENCHSTAT)
 	$(GO) test -run '^$$' -bench SpanCost -benchmem -count 6 ./processor/spancostprocessor/ | tee bench.out
-	$(GO) test -run '^$$' -bench TailSamplers -benchtime 3000x -count 5 -cpu 1 ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench TailSamplers -benchtime 4000x -count 5 -cpu 1 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Feeders -benchtime 3000x -count 5 -cpu 1,2 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench HeapPerBufferedSpan -benchtime 200x -count 6 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench OTLPWire -benchmem -count 6 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench SamplerScaling -benchtime 500x -count 6 ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench IntakeDepth -benchtime 20000x -count 5 -cpu 1 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench OutlierGroups -benchtime 2000x -count 6 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench RuleMatching -count 6 ./processor/budgettailsamplingprocessor/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Rules -benchtime 3000x -count 6 -cpu 1 ./bench/ | tee -a bench.out

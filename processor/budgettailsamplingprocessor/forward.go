@@ -1,6 +1,7 @@
 package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
 
 import (
+	"bytes"
 	"context"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
@@ -59,8 +60,10 @@ func (k *keptSet) add(t *trace, th sampling.Threshold, reason string) {
 	k.traces = append(k.traces, keptTrace{chunks: t.chunks, th: th, reason: reason})
 }
 
+// addLate keeps a copy of a late fragment's encoding (which may be a
+// buffer reused for the next fragment).
 func (k *keptSet) addLate(encoded []byte, th sampling.Threshold) {
-	k.late = append(k.late, lateFragment{encoded: encoded, th: th})
+	k.late = append(k.late, lateFragment{encoded: bytes.Clone(encoded), th: th})
 }
 
 // forward hands kept traces on. Traces decided while serving a request

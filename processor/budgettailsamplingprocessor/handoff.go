@@ -1,6 +1,7 @@
 package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"sync"
@@ -206,7 +207,7 @@ func (h *handoff) proxy(sh *shard, id pcommon.TraceID, f *fragment, now time.Tim
 	if ok && k.t == nil { // decided here: its late spans follow the decision here
 		return false
 	}
-	if !h.send(owner, handoffItem{kind: recordFragment, id: id, chunks: [][]byte{f.encoded}, arrived: now, spans: f.spans}) {
+	if !h.send(owner, handoffItem{kind: recordFragment, id: id, chunks: [][]byte{bytes.Clone(f.encoded)}, arrived: now, spans: f.spans}) {
 		return false
 	}
 	h.stats.proxiedSpans.Add(int64(f.spans))

@@ -493,6 +493,7 @@ func fragmentOf(ts *testSampler, td ptrace.Traces) *fragment {
 		panic(fmt.Sprint("not one fragment: ", err))
 	}
 	f := req.frags[0]
+	ts.p.encode(req, &f, new([]byte))
 	req.release()
 	return &f
 }

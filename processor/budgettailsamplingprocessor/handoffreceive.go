@@ -32,7 +32,7 @@ func (h *handoff) receive(ctx context.Context, td ptrace.Traces, from string) {
 	}
 	defer req.release()
 	var out keptSet
-	var scratch []byte
+	var encoded, scratch []byte
 	for i := range req.frags {
 		f := &req.frags[i]
 		id := f.id
@@ -42,6 +42,7 @@ func (h *handoff) receive(ctx context.Context, td ptrace.Traces, from string) {
 			a.rootAt = now.Add(-rec.rootAge)
 		}
 		sh := p.shardOf(id)
+		p.encode(req, f, &encoded)
 		chunk := p.codec.store(f.encoded, &scratch)
 		sh.mu.Lock()
 		p.ingest(sh, id, f, chunk, a, &out)

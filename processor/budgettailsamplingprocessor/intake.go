@@ -28,8 +28,8 @@ const (
 type fragment struct {
 	summary
 	id pcommon.TraceID
-	// encoded is the fragment's OTLP encoding; bytes its size (what the
-	// budget counts), whatever the buffer holds of it.
+	// encoded is the fragment's OTLP encoding (see encode); bytes its size
+	// (what the budget counts), whatever the buffer holds of it.
 	encoded []byte
 	bytes   int64
 	// first and last are the fragment's first and last spans in the
@@ -102,10 +102,11 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 	defer req.release()
 	now := p.now()
 	var out keptSet
-	var scratch []byte
+	var encoded, scratch []byte
 	for i := range req.frags {
 		f := &req.frags[i]
 		sh := p.shardOf(f.id)
+		p.encode(req, f, &encoded)
 		if p.handoff != nil && p.handoff.proxy(sh, f.id, f, now) {
 			continue
 		}
@@ -120,9 +121,21 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 	return nil
 }
 
+// encode sets f.encoded, copied out of the request's encoding: into a
+// buffer of its own, or with compression (the chunk is then a copy) into
+// reuse, the caller's buffer. Whoever keeps f.encoded past the next
+// fragment clones it.
+func (p *budgetTailSampler) encode(req *request, f *fragment, reuse *[]byte) {
+	if p.codec.compress {
+		*reuse = req.wire.appendEncoding((*reuse)[:0], f.first)
+		f.encoded = *reuse
+		return
+	}
+	f.encoded = req.wire.appendEncoding(make([]byte, 0, f.bytes), f.first)
+}
+
 // split cuts td into one fragment per trace, each summarized for the
-// policy and encoded (copied out of td's encoding); td is left as it was.
-// The caller releases the request.
+// policy and sized; td is left as it was. The caller releases the request.
 func (p *budgetTailSampler) split(td ptrace.Traces) (*request, error) {
 	req := requestPool.Get().(*request)
 	w := &req.wire
@@ -195,10 +208,7 @@ func (p *budgetTailSampler) split(td ptrace.Traces) (*request, error) {
 		sh.mu.Unlock()
 	}
 	for i := range req.frags {
-		f := &req.frags[i]
-		n := w.encodedSize(f.first)
-		f.encoded = w.appendEncoding(make([]byte, 0, n), f.first)
-		f.bytes = int64(n)
+		req.frags[i].bytes = int64(w.encodedSize(req.frags[i].first))
 	}
 	return req, nil
 }

@@ -114,7 +114,9 @@ func TestFragmentsAreEncodedAsTheirTracesCopiedOut(t *testing.T) {
 		req, err := ts.p.split(td)
 		require.NoError(t, err)
 		require.Len(t, req.frags, len(want), "seed %d", seed)
+		var reuse []byte
 		for _, f := range req.frags {
+			ts.p.encode(req, &f, &reuse)
 			w, ok := want[f.id]
 			require.True(t, ok, "seed %d: a fragment of an unknown trace", seed)
 			encoded, err := m.MarshalTraces(w)
