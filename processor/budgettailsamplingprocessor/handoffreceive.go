@@ -28,6 +28,7 @@ func (h *handoff) receive(ctx context.Context, td ptrace.Traces, from string) {
 	}
 	req, err := p.split(td)
 	if err != nil {
+		h.stats.failedSpans[failureMalformed].Add(int64(td.SpanCount()))
 		return
 	}
 	defer req.release()

@@ -140,10 +140,15 @@ func (p *budgetTailSampler) split(td ptrace.Traces) (*request, error) {
 	req := requestPool.Get().(*request)
 	w := &req.wire
 	rss := td.ResourceSpans()
-	if err := w.index(td); err != nil || len(w.rs) != rss.Len() {
+	// pdata wrote the encoding: a layout the index does not expect is a
+	// bug; the request is refused whole (the client sees it) and logged.
+	refuse := func() (*request, error) {
 		req.release()
-		p.logger.Error("cannot index a request's encoding", zap.Int("spans", td.SpanCount()), zap.Error(err))
+		p.logger.Error("cannot index a request's encoding", zap.Int("spans", td.SpanCount()))
 		return nil, errUnexpectedEncoding
+	}
+	if err := w.index(td); err != nil || len(w.rs) != rss.Len() {
+		return refuse()
 	}
 	sp := splitter{p: p}
 	if len(p.rules.spanRules) > 0 {
@@ -159,8 +164,7 @@ func (p *budgetTailSampler) split(td ptrace.Traces) (*request, error) {
 		}
 		sss := rs.ScopeSpans()
 		if rec.numSS != sss.Len() {
-			req.release()
-			return nil, errUnexpectedEncoding
+			return refuse()
 		}
 		// A ResourceSpans of one trace (what the loadbalancing exporter
 		// sends) is copied into its fragment as one record.
@@ -170,8 +174,7 @@ func (p *budgetTailSampler) split(td ptrace.Traces) (*request, error) {
 			first := w.ss[rec.firstSS+j].firstSpan
 			spans := ss.Spans()
 			if w.ss[rec.firstSS+j].numSpans != spans.Len() {
-				req.release()
-				return nil, errUnexpectedEncoding
+				return refuse()
 			}
 			for k := 0; k < spans.Len(); k++ {
 				span := spans.At(k)
