@@ -45,6 +45,9 @@ type request struct {
 	byID  map[pcommon.TraceID]int32
 }
 
+// maxPooledTraces is the most traces a pooled request's map keeps room for.
+const maxPooledTraces = 4096
+
 var requestPool = sync.Pool{New: func() any { return &request{byID: map[pcommon.TraceID]int32{}} }}
 
 // fragmentOf returns the index of id's fragment, adding it if new.
@@ -73,7 +76,13 @@ func (r *request) link(f *fragment, s int32) {
 func (r *request) release() {
 	clear(r.frags)
 	r.frags = r.frags[:0]
-	clear(r.byID)
+	if len(r.byID) > maxPooledTraces {
+		// Clearing costs the map's capacity: do not make every later
+		// request pay for one large one.
+		r.byID = make(map[pcommon.TraceID]int32)
+	} else {
+		clear(r.byID)
+	}
 	r.wire.buf = nil
 	requestPool.Put(r)
 }
