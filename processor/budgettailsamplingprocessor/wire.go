@@ -5,6 +5,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/otlpsize"
 )
 
 // requestWire is a request's OTLP encoding, indexed: where each
@@ -171,7 +173,7 @@ func (w *requestWire) encodedSize(first int32) int {
 		}
 		var n int
 		n, s = w.resourceSpansBody(s)
-		size += lengthDelimited(n)
+		size += otlpsize.Field(n)
 	}
 	return size
 }
@@ -216,7 +218,7 @@ func (w *requestWire) resourceSpansBody(s int32) (size int, next int32) {
 	for s >= 0 && w.rsOf(s) == r {
 		var n int
 		n, s = w.scopeSpansBody(s)
-		size += lengthDelimited(n)
+		size += otlpsize.Field(n)
 	}
 	return size, s
 }
@@ -237,7 +239,3 @@ func (w *requestWire) skipResourceSpans(s int32) int32 {
 	}
 	return s
 }
-
-// lengthDelimited is the size of a field of tag number < 16 whose body is n
-// bytes.
-func lengthDelimited(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
