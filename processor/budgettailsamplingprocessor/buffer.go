@@ -10,18 +10,17 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// trace is what the buffer holds of one undecided trace: its spans as
-// marshaled OTLP fragments (a fraction of pdata's in-memory size) and the
-// summary the policy decides on, gathered as the spans arrived.
+// trace is what the buffer holds of one undecided trace: the summary the
+// policy decides on, gathered as the spans arrived, and its place in the
+// shard's lists. Its spans (marshaled OTLP fragments, a fraction of pdata's
+// in-memory size) and names are in the store's heldParts: a record holds no
+// pointer (see traceStore).
 type trace struct {
 	summary
 	id          pcommon.TraceID
+	self        traceRef
 	arrived     instant
 	rootArrived instant
-	// chunks are the fragments as the buffer holds them; the first sits in
-	// inline, so that a trace arriving whole is one object less.
-	chunks [][]byte
-	inline [1][]byte
 	// bytes is the OTLP size of the trace's spans (what the budget and the
 	// counters count); stored what the buffer holds of them (what
 	// max_buffered_bytes bounds): less with buffer_compression.
@@ -55,16 +54,6 @@ func (p *budgetTailSampler) since(now time.Time, i instant) time.Duration {
 	return now.Sub(p.epoch) - time.Duration(i)
 }
 
-// addChunk appends a fragment as the buffer holds it.
-func (t *trace) addChunk(chunk []byte) {
-	if t.chunks == nil {
-		t.inline[0] = chunk
-		t.chunks = t.inline[:1:1]
-		return
-	}
-	t.chunks = append(t.chunks, chunk)
-}
-
 // seen reports whether a fragment with this fingerprint arrived before, and
 // remembers it otherwise.
 func (t *trace) seen(fp uint64) bool { return seenBefore(t.recent[:], fp) }
@@ -91,10 +80,9 @@ type summary struct {
 	// longest span's: one host's clock, so skew between hosts cannot make a
 	// trace look slow.
 	dur time.Duration
-	// service and group are the root span's, else the longest span's (the
-	// top-most one present when a proxy never exports the root).
-	service string
-	group   string
+	// The trace's names (traceNames) go with dur: the root span's, else the
+	// longest span's (the top-most one present when a proxy never exports
+	// the root). They are kept apart: a summary holds no pointer.
 	// tIn is the largest consistent th among the spans: the probability the
 	// trace arrived with (head sampling); hasTIn false means 1.
 	tIn sampling.Threshold
@@ -115,8 +103,9 @@ type summary struct {
 }
 
 // merge folds a fragment's summary in; it reports whether o brought the
-// trace's root span.
-func (s *summary) merge(o *summary) (rootArrived bool) {
+// trace's root span, and whether the trace now takes o's names.
+func (s *summary) merge(o *summary) (rootArrived, takeNames bool) {
+	first := s.spans == 0
 	s.spans += o.spans
 	s.hasError = s.hasError || o.hasError
 	s.stampBytes += o.stampBytes
@@ -130,12 +119,13 @@ func (s *summary) merge(o *summary) (rootArrived bool) {
 	switch {
 	case o.hasRoot && !s.hasRoot:
 		s.hasRoot = true
-		s.service, s.group, s.dur = o.service, o.group, o.dur
-		return true
-	case !s.hasRoot && (s.group == "" || o.dur > s.dur):
-		s.service, s.group, s.dur = o.service, o.group, o.dur
+		s.dur = o.dur
+		return true, true
+	case !s.hasRoot && (first || o.dur > s.dur):
+		s.dur = o.dur
+		return false, true
 	}
-	return false
+	return false, false
 }
 
 // randomness is the trace's OTEP 235 randomness: rv, else the trace ID's.
@@ -154,7 +144,7 @@ func (s *summary) inThreshold() sampling.Threshold {
 	return sampling.AlwaysSampleThreshold
 }
 
-type link struct{ prev, next *trace }
+type link struct{ prev, next traceRef }
 
 const (
 	arrivalList = iota
@@ -165,34 +155,34 @@ const (
 // traceList is an intrusive FIFO: traces are appended in arrival order, so
 // the head is always the next to time out, and removal is O(1).
 type traceList struct {
-	head, tail *trace
+	head, tail traceRef
 	which      int
 }
 
-func (l *traceList) pushBack(t *trace) {
+func (l *traceList) pushBack(st *traceStore, t *trace) {
 	lk := &t.links[l.which]
-	lk.prev, lk.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.links[l.which].next = t
+	lk.prev, lk.next = l.tail, 0
+	if l.tail != 0 {
+		st.at(l.tail).links[l.which].next = t.self
 	} else {
-		l.head = t
+		l.head = t.self
 	}
-	l.tail = t
+	l.tail = t.self
 }
 
-func (l *traceList) remove(t *trace) {
+func (l *traceList) remove(st *traceStore, t *trace) {
 	lk := &t.links[l.which]
-	if lk.prev != nil {
-		lk.prev.links[l.which].next = lk.next
+	if lk.prev != 0 {
+		st.at(lk.prev).links[l.which].next = lk.next
 	} else {
 		l.head = lk.next
 	}
-	if lk.next != nil {
-		lk.next.links[l.which].prev = lk.prev
+	if lk.next != 0 {
+		st.at(lk.next).links[l.which].prev = lk.prev
 	} else {
 		l.tail = lk.prev
 	}
-	lk.prev, lk.next = nil, nil
+	lk.prev, lk.next = 0, 0
 }
 
 // known is what a shard knows of one trace ID: the trace while it is
@@ -200,7 +190,7 @@ func (l *traceList) remove(t *trace) {
 // costs one lookup whatever became of its trace, and a decision overwrites
 // the trace's entry instead of deleting one and inserting another.
 type known struct {
-	t *trace // nil once decided
+	ref traceRef // the buffered trace; 0 once decided
 	// slot in decisions[which] holds the decision.
 	slot  int32
 	which decision
@@ -263,6 +253,7 @@ type shard struct {
 	mu sync.Mutex
 	// index has every buffered trace and every remembered decision.
 	index    map[pcommon.TraceID]known
+	store    traceStore
 	buffered int // traces in the buffer
 	arrivals traceList
 	roots    traceList
@@ -350,7 +341,34 @@ func (s *shard) lookup(id pcommon.TraceID) (known, bool) {
 	return k, ok
 }
 
-// decisionOf is k's decision, to read or update in place; k.t must be nil.
+// traceOf is k's buffered trace, or nil once decided.
+func (s *shard) traceOf(k known) *trace {
+	if k.ref == 0 {
+		return nil
+	}
+	return s.store.at(k.ref)
+}
+
+// head is l's first trace, or nil.
+func (s *shard) head(l *traceList) *trace {
+	if l.head == 0 {
+		return nil
+	}
+	return s.store.at(l.head)
+}
+
+// next is the trace after t in l, or nil.
+func (s *shard) next(l *traceList, t *trace) *trace {
+	if n := t.links[l.which].next; n != 0 {
+		return s.store.at(n)
+	}
+	return nil
+}
+
+// held is what of t holds pointers: its names and chunks.
+func (s *shard) held(t *trace) *heldParts { return s.store.heldOf(t) }
+
+// decisionOf is k's decision, to read or update in place; k.ref must be 0.
 func (s *shard) decisionOf(k known) *decided {
 	return &s.decisions[k.which].at(k.slot).d
 }
@@ -359,7 +377,7 @@ func (s *shard) decisionOf(k known) *decided {
 // buffered trace, an earlier decision, or nothing). The oldest decision of
 // the kind is forgotten when the ring is full.
 func (s *shard) record(id pcommon.TraceID, which decision, d decided, prev known, hadPrev bool) {
-	if hadPrev && prev.t == nil {
+	if hadPrev && prev.ref == 0 {
 		s.decisions[prev.which].at(prev.slot).stale = true
 	}
 	r := &s.decisions[which]
@@ -399,25 +417,26 @@ func (s *shard) recentDecisions(which decision, f func(pcommon.TraceID, decided)
 // each calls f with every buffered trace; f may remove it.
 func (s *shard) each(f func(*trace)) {
 	for _, l := range []*traceList{&s.arrivals, &s.handed} {
-		for t := l.head; t != nil; {
-			next := t.links[l.which].next
+		for t := s.head(l); t != nil; {
+			next := s.next(l, t)
 			f(t)
 			t = next
 		}
 	}
 }
 
-// remove takes t out of the buffer; the index keeps its entry for the
-// decision that replaces it (record), or forget deletes it.
+// remove takes t out of the buffer's lists and figures; the index keeps
+// its entry for the decision that replaces it (record), or forget deletes
+// it. t stays readable until release.
 func (s *shard) remove(t *trace) {
 	s.buffered--
 	if t.handed {
-		s.handed.remove(t)
+		s.handed.remove(&s.store, t)
 	} else {
-		s.arrivals.remove(t)
+		s.arrivals.remove(&s.store, t)
 	}
 	if t.inRootList {
-		s.roots.remove(t)
+		s.roots.remove(&s.store, t)
 		t.inRootList = false
 	}
 	s.bytes -= t.stored
@@ -425,29 +444,41 @@ func (s *shard) remove(t *trace) {
 	s.account(-1, -t.stored)
 }
 
+// release frees a removed trace's slot; nothing of t may be used after.
+func (s *shard) release(t *trace) { s.store.release(t) }
+
 // forget deletes the index entry of a trace that left undecided.
 func (s *shard) forget(id pcommon.TraceID) { delete(s.index, id) }
 
-// add puts a new trace in the buffer; a handed one (from a peer) waits in
-// the handed list.
-func (s *shard) add(t *trace, handed bool) {
-	s.index[t.id] = known{t: t}
+// add buffers a new trace; a handed one (from a peer) waits in the handed
+// list.
+func (s *shard) add(id pcommon.TraceID, arrived instant, handed bool) *trace {
+	t := s.store.alloc()
+	t.id, t.arrived = id, arrived
+	s.index[id] = known{ref: t.self}
 	s.buffered++
 	t.handed = handed
 	if handed {
-		s.handed.pushBack(t)
+		s.handed.pushBack(&s.store, t)
 	} else {
-		s.arrivals.pushBack(t)
+		s.arrivals.pushBack(&s.store, t)
 	}
 	s.account(1, 0)
+	return t
+}
+
+// addRoot puts t, whose root arrived, in the roots list.
+func (s *shard) addRoot(t *trace) {
+	t.inRootList = true
+	s.roots.pushBack(&s.store, t)
 }
 
 // oldest is the trace to decide first when the buffer must shrink.
 func (s *shard) oldest() *trace {
-	if s.arrivals.head != nil {
-		return s.arrivals.head
+	if t := s.head(&s.arrivals); t != nil {
+		return t
 	}
-	return s.handed.head
+	return s.head(&s.handed)
 }
 
 // arrivedEarlier moves t to the handed list with an earlier arrival time
@@ -458,13 +489,13 @@ func (s *shard) arrivedEarlier(t *trace, at instant) {
 	}
 	t.arrived = at
 	if !t.handed {
-		s.arrivals.remove(t)
+		s.arrivals.remove(&s.store, t)
 		if t.inRootList {
-			s.roots.remove(t)
+			s.roots.remove(&s.store, t)
 			t.inRootList = false
 		}
 		t.handed = true
-		s.handed.pushBack(t)
+		s.handed.pushBack(&s.store, t)
 	}
 }
 

@@ -2,10 +2,12 @@ package budgettailsamplingprocessor
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 func traceID(i byte) pcommon.TraceID { return pcommon.TraceID{15: i, 0: 1} }
@@ -18,13 +20,13 @@ func TestDecisionRingsForgetTheOldestOnly(t *testing.T) {
 	totals := newBufferTotals(cfg, 1)
 	sh := newShard(cfg, 1, &totals, 0)
 	decideAs := func(id pcommon.TraceID, which decision) {
-		tr := &trace{id: id}
-		sh.add(tr, false)
+		tr := sh.add(id, 0, false)
 		k, ok := sh.lookup(id)
 		require.True(t, ok)
-		require.Same(t, tr, k.t)
+		require.Same(t, tr, sh.traceOf(k))
 		sh.remove(tr)
 		sh.record(id, which, decided{service: "s"}, k, ok)
+		sh.release(tr)
 	}
 	for i := byte(1); i <= 4; i++ {
 		decideAs(traceID(i), notSampled)
@@ -34,7 +36,7 @@ func TestDecisionRingsForgetTheOldestOnly(t *testing.T) {
 	for i := byte(2); i <= 4; i++ {
 		k, ok := sh.lookup(traceID(i))
 		require.True(t, ok)
-		assert.Nil(t, k.t)
+		assert.Nil(t, sh.traceOf(k))
 		assert.Equal(t, notSampled, k.which)
 	}
 
@@ -87,4 +89,28 @@ func TestDecisionRingAcrossPages(t *testing.T) {
 		return true
 	})
 	assert.Equal(t, made-size-1, next, "every remembered decision visited")
+}
+
+// Traces forced out while a request is served are forwarded after it: the
+// slot a forced trace leaves is taken by the request's next trace at once,
+// and what is forwarded must still be the forced trace's spans.
+func TestForcedTracesKeepTheirSpansWhenTheirSlotIsReused(t *testing.T) {
+	cfg := testConfig()
+	cfg.NumShards = 1
+	cfg.MaxTraces = 1
+	ts := newTestSampler(t, cfg)
+	td := ptrace.NewTraces()
+	ids := make([]pcommon.TraceID, 4)
+	for i := range ids {
+		ids[i] = traceIDWithRandomness(uint64(i+1), 0.5)
+		oneSpan("api", ids[i], byte(10+i), 0, ts.now, time.Millisecond).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	}
+	ts.send(td)
+	kept := ts.keptSpans()
+	require.Len(t, kept, 3, "all but the last trace were forced out")
+	for i, id := range ids[:3] {
+		require.Len(t, kept[id], 1, "trace %d", i)
+		assert.Equal(t, pcommon.SpanID{byte(10 + i), 1, 1, 1, 1, 1, 1, 1}, kept[id][0].SpanID(), "trace %d carries its own span", i)
+	}
+	assert.Equal(t, 1, ts.p.shards[0].store.live())
 }

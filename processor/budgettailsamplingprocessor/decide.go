@@ -47,16 +47,16 @@ func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, n
 				sh.mu.Lock()
 			}
 		}
-		for t := sh.arrivals.head; t != nil && p.since(now, t.arrived) >= p.cfg.DecisionWait; t = sh.arrivals.head {
+		for t := sh.head(&sh.arrivals); t != nil && p.since(now, t.arrived) >= p.cfg.DecisionWait; t = sh.head(&sh.arrivals) {
 			p.decideOrPassOn(sh, t, now, &out)
 			yield()
 		}
-		for t := sh.roots.head; t != nil && p.since(now, t.rootArrived) >= p.cfg.DecisionWaitAfterRoot; t = sh.roots.head {
+		for t := sh.head(&sh.roots); t != nil && p.since(now, t.rootArrived) >= p.cfg.DecisionWaitAfterRoot; t = sh.head(&sh.roots) {
 			p.decideOrPassOn(sh, t, now, &out)
 			yield()
 		}
-		for t := sh.handed.head; t != nil; {
-			next := t.links[handedList].next
+		for t := sh.head(&sh.handed); t != nil; {
+			next := sh.next(&sh.handed, t)
 			if p.expired(t, now) {
 				p.decideOrPassOn(sh, t, now, &out)
 			}
@@ -89,7 +89,7 @@ func (p *budgetTailSampler) expired(t *trace, now time.Time) bool {
 
 // decide runs the policy on t, removes it from the buffer and records the
 // decision. cause is reasonBaseline for a normal decision, or the reason an
-// early one was forced. Called with sh.mu held.
+// early one was forced. Called with sh.mu held; t is released.
 //
 // Classes in order: drop rules, errors, keep rules, latency outliers, then
 // sample rules and the baseline. Each class's probability is conditional on
@@ -98,6 +98,7 @@ func (p *budgetTailSampler) expired(t *trace, now time.Time) bool {
 func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause reason, out *keptSet) {
 	sh.remove(t)
 	defer p.tel.DecisionLatency.Record(context.Background(), p.since(now, t.arrived).Seconds())
+	defer sh.release(t)
 	ruleIdx := p.rules.first(t)
 	var matched *rule
 	if ruleIdx >= 0 {
@@ -108,19 +109,20 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 		}
 	}
 	pol := p.policy.Load()
+	names := &sh.held(t).traceNames
 	// Every trace teaches its group's durations, errors included.
-	outlier := p.groups.observe(t.group, t.dur, tieBreak(t.id), now)
-	d := decided{service: pol.bookedService(t.service), class: reasonBaseline, rule: -1, at: now.UnixNano(),
+	outlier := p.groups.observe(names.group, t.dur, tieBreak(t.id), now)
+	d := decided{service: pol.bookedService(names.service), class: reasonBaseline, rule: -1, at: now.UnixNano(),
 		recent: t.lastFingerprints()}
-	prob := pol.baseline(t.service)
+	prob := pol.baseline(names.service)
 	reasonText := reasonNames[reasonBaseline]
 	switch {
 	case t.hasError:
-		d.class, prob, reasonText = reasonError, pol.errorProbability(t.service), reasonNames[reasonError]
+		d.class, prob, reasonText = reasonError, pol.errorProbability(names.service), reasonNames[reasonError]
 	case matched != nil && matched.action == actionKeep:
-		d.class, d.rule, prob, reasonText = reasonRule, int16(ruleIdx), higher(pol.keep(ruleIdx), pol.baseline(t.service)), matched.reason
+		d.class, d.rule, prob, reasonText = reasonRule, int16(ruleIdx), higher(pol.keep(ruleIdx), pol.baseline(names.service)), matched.reason
 	case outlier:
-		d.class, prob, reasonText = reasonOutlier, pol.outlierProbability(t.service), reasonNames[reasonOutlier]
+		d.class, prob, reasonText = reasonOutlier, pol.outlierProbability(names.service), reasonNames[reasonOutlier]
 	case matched != nil && matched.weighted:
 		// Booked as its own entry of the fair baseline, with its weight.
 		d.service, d.rule, prob, reasonText = matched.key, int16(ruleIdx), pol.baseline(matched.key), matched.reason
@@ -157,13 +159,13 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 	if keep {
 		dec = sampled
 		d.th = th
-		sh.record(t.id, sampled, d, known{t: t}, true)
+		sh.record(t.id, sampled, d, known{ref: t.self}, true)
 		if cause != reasonBaseline {
 			reasonText = reasonNames[cause]
 		}
-		out.add(t, th, reasonText)
+		out.add(sh.held(t).chunks, th, reasonText)
 	} else {
-		sh.record(t.id, notSampled, d, known{t: t}, true)
+		sh.record(t.id, notSampled, d, known{ref: t.self}, true)
 	}
 	sh.counters.count(dec, r, t.spans, t.bytes)
 }
@@ -173,7 +175,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 // dropped too, errors included.
 func (p *budgetTailSampler) dropByRule(sh *shard, t *trace, ruleIdx int, cause reason, now time.Time) {
 	sh.record(t.id, notSampled, decided{class: reasonRule, rule: int16(ruleIdx), at: now.UnixNano(),
-		recent: t.lastFingerprints()}, known{t: t}, true)
+		recent: t.lastFingerprints()}, known{ref: t.self}, true)
 	rc := &sh.counters.rules[ruleIdx]
 	rc.matched++
 	rc.dropped++

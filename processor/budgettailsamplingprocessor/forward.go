@@ -3,6 +3,7 @@ package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-c
 import (
 	"bytes"
 	"context"
+	"slices"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -17,13 +18,16 @@ import (
 // and handed on after the shard's lock is released.
 type keptSet struct {
 	traces []keptTrace
+	// chunks are the kept traces' chunks, each trace's in a run: a trace's
+	// own slice of them is in the store, reused once it is decided.
+	chunks [][]byte
 	late   []lateFragment
 }
 
 type keptTrace struct {
-	chunks [][]byte
-	th     sampling.Threshold
-	reason string
+	from, to int // its chunks: chunks[from:to]
+	th       sampling.Threshold
+	reason   string
 }
 
 type lateFragment struct {
@@ -42,13 +46,14 @@ func (p *budgetTailSampler) encoded(chunk []byte) ([]byte, bool) {
 	return b, true
 }
 
-// encodedChunks are t's fragments as OTLP encodings, for a peer.
-func (p *budgetTailSampler) encodedChunks(t *trace) [][]byte {
+// encodedChunks are a trace's fragments as OTLP encodings, for a peer: a
+// slice of their own (the trace's is reused once it leaves).
+func (p *budgetTailSampler) encodedChunks(chunks [][]byte) [][]byte {
 	if !p.codec.compress {
-		return t.chunks
+		return slices.Clone(chunks)
 	}
-	out := make([][]byte, 0, len(t.chunks))
-	for _, c := range t.chunks {
+	out := make([][]byte, 0, len(chunks))
+	for _, c := range chunks {
 		if b, ok := p.encoded(c); ok {
 			out = append(out, b)
 		}
@@ -56,8 +61,10 @@ func (p *budgetTailSampler) encodedChunks(t *trace) [][]byte {
 	return out
 }
 
-func (k *keptSet) add(t *trace, th sampling.Threshold, reason string) {
-	k.traces = append(k.traces, keptTrace{chunks: t.chunks, th: th, reason: reason})
+func (k *keptSet) add(chunks [][]byte, th sampling.Threshold, reason string) {
+	from := len(k.chunks)
+	k.chunks = append(k.chunks, chunks...)
+	k.traces = append(k.traces, keptTrace{from: from, to: len(k.chunks), th: th, reason: reason})
 }
 
 // addLate keeps a copy of a late fragment's encoding (which may be a
@@ -76,7 +83,7 @@ func (p *budgetTailSampler) forward(ctx context.Context, k *keptSet) {
 		out := ptrace.NewTraces()
 		var u ptrace.ProtoUnmarshaler
 		for _, kt := range k.traces {
-			for _, chunk := range kt.chunks {
+			for _, chunk := range k.chunks[kt.from:kt.to] {
 				encoded, ok := p.encoded(chunk)
 				if !ok {
 					continue

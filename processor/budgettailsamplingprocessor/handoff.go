@@ -179,7 +179,7 @@ func (h *handoff) passOn(sh *shard, t *trace, expired bool) bool {
 	if mine || (expired && t.hops >= maxHops) {
 		return false
 	}
-	it := handoffItem{kind: recordTrace, id: t.id, chunks: h.p.encodedChunks(t), arrived: h.p.timeAt(t.arrived), spans: t.spans, hops: t.hops}
+	it := handoffItem{kind: recordTrace, id: t.id, chunks: h.p.encodedChunks(sh.held(t).chunks), arrived: h.p.timeAt(t.arrived), spans: t.spans, hops: t.hops}
 	if expired {
 		it.hops++
 	}
@@ -191,6 +191,7 @@ func (h *handoff) passOn(sh *shard, t *trace, expired bool) bool {
 	}
 	sh.remove(t)
 	sh.forget(t.id)
+	sh.release(t)
 	return true
 }
 
@@ -204,7 +205,7 @@ func (h *handoff) proxy(sh *shard, id pcommon.TraceID, f *fragment, now time.Tim
 	sh.mu.Lock()
 	k, ok := sh.lookup(id)
 	sh.mu.Unlock()
-	if ok && k.t == nil { // decided here: its late spans follow the decision here
+	if ok && k.ref == 0 { // decided here: its late spans follow the decision here
 		return false
 	}
 	if !h.send(owner, handoffItem{kind: recordFragment, id: id, chunks: [][]byte{bytes.Clone(f.encoded)}, arrived: now, spans: f.spans}) {

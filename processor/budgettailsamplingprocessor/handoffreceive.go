@@ -76,20 +76,22 @@ func (h *handoff) adoptDecision(sh *shard, id pcommon.TraceID, rec handoffRecord
 		which = sampled
 	}
 	k, ok := sh.lookup(id)
-	if t := k.t; t != nil {
+	if t := sh.traceOf(k); t != nil {
 		d.recent = t.lastFingerprints()
-		if from != "" && h.send(from, handoffItem{kind: recordFragment, id: id, chunks: p.encodedChunks(t), arrived: p.timeAt(t.arrived), spans: t.spans}) {
+		chunks := sh.held(t).chunks
+		if from != "" && h.send(from, handoffItem{kind: recordFragment, id: id, chunks: p.encodedChunks(chunks), arrived: p.timeAt(t.arrived), spans: t.spans}) {
 			sh.remove(t)
 		} else {
 			sh.remove(t)
 			dec := notSampled
 			if rec.sampled {
 				dec = sampled
-				out.add(t, d.th, "")
+				out.add(chunks, d.th, "")
 			}
 			sh.counters.countLate(dec, reasonLateSpan, t.spans, t.bytes)
 			sh.volumes.book(d, p.unit.volume(t.spans, t.bytes+t.stampBytes), rec.sampled, p.cfg.MaxServices)
 		}
+		sh.release(t)
 	}
 	sh.record(id, which, d, k, ok)
 }

@@ -55,8 +55,24 @@ func newTestSampler(t *testing.T, cfg *Config) *testSampler {
 	p.now = func() time.Time { return ts.now }
 	p.startClock(ts.now)
 	ts.p = p
-	t.Cleanup(func() { _ = ts.tel.Shutdown(context.Background()) })
+	t.Cleanup(func() {
+		_ = ts.tel.Shutdown(context.Background())
+		assertStoresHoldTheBuffer(t, p)
+	})
 	return ts
+}
+
+// assertStoresHoldTheBuffer checks that every shard's store has a slot in
+// use for each buffered trace and no other: a trace that left without its
+// slot released leaks it, one released twice frees a live trace's slot.
+func assertStoresHoldTheBuffer(t *testing.T, p *budgetTailSampler) {
+	t.Helper()
+	for i, sh := range p.shards {
+		sh.mu.Lock()
+		live, buffered := sh.store.live(), sh.buffered
+		sh.mu.Unlock()
+		assert.Equal(t, buffered, live, "shard %d: slots in use vs buffered traces", i)
+	}
 }
 
 func (ts *testSampler) send(td ptrace.Traces) {

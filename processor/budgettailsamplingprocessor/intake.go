@@ -27,6 +27,7 @@ const (
 // fragment is the part of one trace that arrived in one request.
 type fragment struct {
 	summary
+	traceNames
 	id pcommon.TraceID
 	// encoded is the fragment's OTLP encoding (see encode); bytes its size
 	// (what the budget counts), whatever the buffer holds of it.
@@ -262,7 +263,7 @@ func (sp *splitter) summarize(f *fragment, rs ptrace.ResourceSpans, ss ptrace.Sc
 			f.dur, f.service = dur, service
 			f.group = sp.groupKey(rs.Resource().Attributes(), span)
 		}
-	case !f.hasRoot && (f.group == "" || dur > f.dur):
+	case !f.hasRoot && (f.spans == 1 || dur > f.dur):
 		f.dur, f.service = dur, service
 		f.group = sp.groupKey(rs.Resource().Attributes(), span)
 	}
@@ -370,7 +371,7 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, c
 	priming := p.priming.Load() && !a.handed
 	sh.fragments++
 	k, ok := sh.lookup(id)
-	if ok && k.t == nil {
+	if ok && k.ref == 0 {
 		d := sh.decisionOf(k)
 		if d.seen(f.fp) {
 			sh.counters.invalid[invalidDuplicate] += int64(f.spans)
@@ -383,31 +384,34 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, c
 		}
 		return
 	}
-	t := k.t
+	t := sh.traceOf(k)
 	if t != nil && !a.handed && t.seen(f.fp) {
 		sh.counters.invalid[invalidDuplicate] += int64(f.spans)
 		return
 	}
 	switch {
 	case t == nil:
-		t = &trace{id: id, arrived: p.instant(a.at)}
+		t = sh.add(id, p.instant(a.at), a.handed)
 		t.recent[0] = f.fp
-		sh.add(t, a.handed)
 	case a.handed:
 		sh.arrivedEarlier(t, p.instant(a.at))
 	}
 	t.hops = max(t.hops, a.hops)
-	t.addChunk(chunk)
+	held := sh.held(t)
+	held.addChunk(chunk)
 	sh.grow(t, f.bytes, int64(len(chunk)))
 	if priming {
 		sh.intake += p.unit.volume(f.spans, f.bytes+f.stampBytes)
 	}
 	sh.spans += int64(f.spans)
-	if t.merge(&f.summary) {
+	rootArrived, takeNames := t.merge(&f.summary)
+	if takeNames {
+		held.traceNames = f.traceNames
+	}
+	if rootArrived {
 		t.rootArrived = p.instant(a.rootAt)
 		if !t.handed {
-			t.inRootList = true
-			sh.roots.pushBack(t)
+			sh.addRoot(t)
 		}
 	}
 	if t.spans >= p.cfg.MaxSpansPerTrace {

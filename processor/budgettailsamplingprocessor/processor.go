@@ -192,6 +192,7 @@ func (p *budgetTailSampler) Shutdown(ctx context.Context) error {
 			for t := sh.oldest(); t != nil; t = sh.oldest() {
 				sh.remove(t)
 				sh.forget(t.id)
+				sh.release(t)
 			}
 		}
 		for t := sh.oldest(); t != nil; t = sh.oldest() {
