@@ -62,6 +62,7 @@ func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, n
 			}
 			t = next
 		}
+		sh.compact()
 		sh.flush()
 		sh.mu.Unlock()
 	}
@@ -199,6 +200,7 @@ func (p *budgetTailSampler) enforceBounds(now time.Time, out *keptSet) {
 		if t := sh.oldest(); t != nil {
 			p.decide(sh, t, now, reasonForced, out)
 		}
+		sh.compact()
 		sh.flush() // the loop reads the totals
 		sh.mu.Unlock()
 	}

@@ -88,3 +88,75 @@ func (h *heldParts) addChunk(chunk []byte) {
 	}
 	h.chunks = append(h.chunks, chunk)
 }
+
+// compact gives pages back while a quarter of the store's slots or fewer
+// are in use: the traces of the last page move to free slots below it and
+// the page goes. Pages would otherwise stay at each shard's peak, and peaks
+// of different shards need not coincide (a skew of trace IDs moving from
+// shard to shard): memory would follow shards × max_traces, not
+// max_traces. Called with s.mu held, where no *trace is kept across it: a
+// moved trace's record is at another address afterwards.
+func (s *shard) compact() {
+	st := &s.store
+	for len(st.records) > 1 && st.live()*4 <= (len(st.records)-1)*tracePage {
+		lastPage := len(st.records) - 1
+		first := traceRef(lastPage*tracePage + 1) // the last page's first slot
+		// Free slots below the last page receive its traces; those in it go
+		// with it.
+		below := st.free[:0]
+		for _, r := range st.free {
+			if r < first {
+				below = append(below, r)
+			}
+		}
+		st.free = below
+		for r := first; int(r) <= st.used; r++ {
+			if t := st.at(r); t.self == r {
+				to := st.free[len(st.free)-1]
+				st.free = st.free[:len(st.free)-1]
+				s.move(t, to)
+			}
+		}
+		st.records[lastPage], st.held[lastPage] = nil, nil
+		st.records, st.held = st.records[:lastPage], st.held[:lastPage]
+		st.used = lastPage * tracePage
+	}
+}
+
+// move copies t to the free slot to and points the index and t's lists at
+// it; t's old slot is left empty.
+func (s *shard) move(t *trace, to traceRef) {
+	st := &s.store
+	from := t.self
+	nt := st.at(to)
+	*nt = *t
+	nt.self = to
+	h, nh := st.heldOf(t), st.heldOf(nt)
+	*nh = *h
+	if len(h.chunks) == 1 && &h.chunks[0] == &h.inline[0] {
+		nh.chunks = nh.inline[:1:1]
+	}
+	*h = heldParts{}
+	t.self = 0
+	lists := []*traceList{&s.arrivals}
+	if nt.handed {
+		lists[0] = &s.handed
+	}
+	if nt.inRootList {
+		lists = append(lists, &s.roots)
+	}
+	for _, l := range lists {
+		lk := nt.links[l.which]
+		if lk.prev != 0 {
+			st.at(lk.prev).links[l.which].next = to
+		} else if l.head == from {
+			l.head = to
+		}
+		if lk.next != 0 {
+			st.at(lk.next).links[l.which].prev = to
+		} else if l.tail == from {
+			l.tail = to
+		}
+	}
+	s.index[nt.id] = known{ref: to}
+}
