@@ -185,6 +185,22 @@ func (l *traceList) remove(st *traceStore, t *trace) {
 	lk.prev, lk.next = 0, 0
 }
 
+// relink points t's neighbours (or the list's ends) at t, just moved to
+// a slot of its own with its links as they were.
+func (l *traceList) relink(st *traceStore, t *trace) {
+	lk := t.links[l.which]
+	if lk.prev != 0 {
+		st.at(lk.prev).links[l.which].next = t.self
+	} else {
+		l.head = t.self
+	}
+	if lk.next != 0 {
+		st.at(lk.next).links[l.which].prev = t.self
+	} else {
+		l.tail = t.self
+	}
+}
+
 // known is what a shard knows of one trace ID: the trace while it is
 // buffered, then where its decision is. One map holds both, so a fragment
 // costs one lookup whatever became of its trace, and a decision overwrites

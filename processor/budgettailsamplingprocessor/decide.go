@@ -200,7 +200,6 @@ func (p *budgetTailSampler) enforceBounds(now time.Time, out *keptSet) {
 		if t := sh.oldest(); t != nil {
 			p.decide(sh, t, now, reasonForced, out)
 		}
-		sh.compact()
 		sh.flush() // the loop reads the totals
 		sh.mu.Unlock()
 	}

@@ -151,7 +151,6 @@ func (h *handoff) rebalance() {
 	for _, sh := range h.p.shards {
 		sh.mu.Lock()
 		sh.each(func(t *trace) { h.passOn(sh, t, false) })
-		sh.compact()
 		for _, which := range []decision{sampled, notSampled} {
 			sh.recentDecisions(which, func(id pcommon.TraceID, d decided) bool {
 				if d.at < cutoff {

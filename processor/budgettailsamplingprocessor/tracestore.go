@@ -94,8 +94,9 @@ func (h *heldParts) addChunk(chunk []byte) {
 // the page goes. Pages would otherwise stay at each shard's peak, and peaks
 // of different shards need not coincide (a skew of trace IDs moving from
 // shard to shard): memory would follow shards × max_traces, not
-// max_traces. Called with s.mu held, where no *trace is kept across it: a
-// moved trace's record is at another address afterwards.
+// max_traces. Called with s.mu held at the end of a decision pass, where
+// no *trace is kept across it: a moved trace's record is at another
+// address afterwards.
 func (s *shard) compact() {
 	st := &s.store
 	for len(st.records) > 1 && st.live()*4 <= (len(st.records)-1)*tracePage {
@@ -127,7 +128,6 @@ func (s *shard) compact() {
 // it; t's old slot is left empty.
 func (s *shard) move(t *trace, to traceRef) {
 	st := &s.store
-	from := t.self
 	nt := st.at(to)
 	*nt = *t
 	nt.self = to
@@ -138,25 +138,13 @@ func (s *shard) move(t *trace, to traceRef) {
 	}
 	*h = heldParts{}
 	t.self = 0
-	lists := []*traceList{&s.arrivals}
 	if nt.handed {
-		lists[0] = &s.handed
+		s.handed.relink(st, nt)
+	} else {
+		s.arrivals.relink(st, nt)
 	}
 	if nt.inRootList {
-		lists = append(lists, &s.roots)
-	}
-	for _, l := range lists {
-		lk := nt.links[l.which]
-		if lk.prev != 0 {
-			st.at(lk.prev).links[l.which].next = to
-		} else if l.head == from {
-			l.head = to
-		}
-		if lk.next != 0 {
-			st.at(lk.next).links[l.which].prev = to
-		} else if l.tail == from {
-			l.tail = to
-		}
+		s.roots.relink(st, nt)
 	}
 	s.index[nt.id] = known{ref: to}
 }
