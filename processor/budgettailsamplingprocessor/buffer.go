@@ -172,32 +172,28 @@ func (l *traceList) pushBack(st *traceStore, t *trace) {
 
 func (l *traceList) remove(st *traceStore, t *trace) {
 	lk := &t.links[l.which]
-	if lk.prev != 0 {
-		st.at(lk.prev).links[l.which].next = lk.next
-	} else {
-		l.head = lk.next
-	}
-	if lk.next != 0 {
-		st.at(lk.next).links[l.which].prev = lk.prev
-	} else {
-		l.tail = lk.prev
-	}
+	l.pointNeighbours(st, *lk, lk.next, lk.prev)
 	lk.prev, lk.next = 0, 0
 }
 
 // relink points t's neighbours (or the list's ends) at t, just moved to
 // a slot of its own with its links as they were.
 func (l *traceList) relink(st *traceStore, t *trace) {
-	lk := t.links[l.which]
+	l.pointNeighbours(st, t.links[l.which], t.self, t.self)
+}
+
+// pointNeighbours sets what follows lk's predecessor (the head if none)
+// and what precedes its successor (the tail if none).
+func (l *traceList) pointNeighbours(st *traceStore, lk link, afterPrev, beforeNext traceRef) {
 	if lk.prev != 0 {
-		st.at(lk.prev).links[l.which].next = t.self
+		st.at(lk.prev).links[l.which].next = afterPrev
 	} else {
-		l.head = t.self
+		l.head = afterPrev
 	}
 	if lk.next != 0 {
-		st.at(lk.next).links[l.which].prev = t.self
+		st.at(lk.next).links[l.which].prev = beforeNext
 	} else {
-		l.tail = t.self
+		l.tail = beforeNext
 	}
 }
 
