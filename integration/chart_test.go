@@ -301,6 +301,7 @@ func TestChartRejectsBadValues(t *testing.T) {
 		set, want string
 	}{
 		{"gateway.replicas=three", "/gateway/replicas"},
+		{"gateway.samplerGzipLevel=0", "/gateway/samplerGzipLevel"},
 		{"pricing.preset=gold", "/pricing/preset"},
 		{"sampler.decisionWait=ten", "/sampler/decisionWait"},
 		{"budget.monthlyCost=100", "exactly one of spansPerSecond, bytesPerSecond, monthlyCost"},
@@ -395,6 +396,7 @@ func TestChartAdaptsAndKeepsSecrets(t *testing.T) {
 	assert.True(t, mounted, "the CA is mounted")
 	assert.Len(t, spec.Volumes, 2)
 	assert.Contains(t, r.configs["cost-otelcol-cost-gateway"], "max_connection_age: 5m", "gateway connections rebalance onto new pods")
+	assert.Contains(t, r.configs["cost-otelcol-cost-gateway"], "grpc_gzip:\n    level: 1", "the gzip level towards the samplers")
 	assert.Empty(t, r.pdbs, "one replica per tier: no PDB")
 
 	// Alerts: runbooks at the team's own URL, the samplers' job as configured.

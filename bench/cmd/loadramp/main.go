@@ -53,6 +53,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	// The sinks stand for otelcol-cost samplers: the same gzip.
+	_ "github.com/otelcol-cost/otelcol-cost/extension/grpcgzipextension"
 	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 )
