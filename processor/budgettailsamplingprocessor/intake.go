@@ -36,6 +36,8 @@ type fragment struct {
 	// first and last are the fragment's first and last spans in the
 	// request's wire index, linked in request order.
 	first, last int32
+	// namesFrom is the span whose names the fragment takes (see summary).
+	namesFrom spanAt
 }
 
 // request is a request split into fragments, one per trace; pooled, with
@@ -98,9 +100,13 @@ type splitter struct {
 	invalid [numInvalidCauses]int64
 	// ruleErrs counts rule conditions that failed at runtime, per rule.
 	ruleErrs []int64
-	// key is where group keys are built, to be looked up without allocating.
-	key []byte
+	// key is where name keys are built, to be looked up without allocating;
+	// service holds the service name meanwhile.
+	key, service []byte
 }
+
+// spanAt is a span's place in its request.
+type spanAt struct{ rs, ss, span int32 }
 
 // ConsumeTraces splits the request into per-trace fragments and buffers
 // them; late spans of decided traces follow their decision at once.
@@ -168,10 +174,7 @@ func (p *budgetTailSampler) split(td ptrace.Traces) (*request, error) {
 	var curID pcommon.TraceID
 	for i := 0; i < rss.Len(); i++ {
 		rs, rec := rss.At(i), &w.rs[i]
-		service := unknownService
-		if v, ok := rs.Resource().Attributes().Get(serviceNameKey); ok && v.AsString() != "" {
-			service = p.names.internString(v.AsString())
-		}
+		missingService := !hasServiceName(rs.Resource().Attributes())
 		sss := rs.ScopeSpans()
 		if rec.numSS != sss.Len() {
 			return refuse()
@@ -203,7 +206,10 @@ func (p *budgetTailSampler) split(td ptrace.Traces) (*request, error) {
 				found = true
 				f := &req.frags[cur]
 				req.link(f, int32(first+k))
-				sp.summarize(f, rs, ss, span, service)
+				if missingService {
+					sp.invalid[invalidMissingServiceName]++
+				}
+				sp.summarize(f, rs, ss, span, spanAt{int32(i), int32(j), int32(k)})
 			}
 		}
 		rec.whole = oneTrace && found
@@ -221,7 +227,10 @@ func (p *budgetTailSampler) split(td ptrace.Traces) (*request, error) {
 		sh.mu.Unlock()
 	}
 	for i := range req.frags {
-		req.frags[i].bytes = int64(w.encodedSize(req.frags[i].first))
+		f := &req.frags[i]
+		f.bytes = int64(w.encodedSize(f.first))
+		rs := rss.At(int(f.namesFrom.rs))
+		f.traceNames = sp.traceNames(rs, rs.ScopeSpans().At(int(f.namesFrom.ss)).Spans().At(int(f.namesFrom.span)))
 	}
 	return req, nil
 }
@@ -236,15 +245,13 @@ func (sp *splitter) hasRuleErrors() bool {
 	return false
 }
 
-// summarize folds a span into its fragment's summary.
-func (sp *splitter) summarize(f *fragment, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, service string) {
+// summarize folds a span into its fragment's summary. The fragment's names
+// are looked up once it is complete, from the span that gives them (at).
+func (sp *splitter) summarize(f *fragment, rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, at spanAt) {
 	f.spans++
 	id := span.SpanID()
 	f.fp += mix64(binary.LittleEndian.Uint64(id[:]))
 	sp.p.rules.matchSpan(rs, ss, span, &f.rules, sp.ruleErrs)
-	if service == unknownService {
-		sp.invalid[invalidMissingServiceName]++
-	}
 	if !f.hasError && sp.p.isError(span) {
 		f.hasError = true
 	}
@@ -260,12 +267,10 @@ func (sp *splitter) summarize(f *fragment, rs ptrace.ResourceSpans, ss ptrace.Sc
 	case span.ParentSpanID().IsEmpty():
 		if !f.hasRoot {
 			f.hasRoot = true
-			f.dur, f.service = dur, service
-			f.group = sp.groupKey(rs.Resource().Attributes(), span)
+			f.dur, f.namesFrom = dur, at
 		}
 	case !f.hasRoot && (f.spans == 1 || dur > f.dur):
-		f.dur, f.service = dur, service
-		f.group = sp.groupKey(rs.Resource().Attributes(), span)
+		f.dur, f.namesFrom = dur, at
 	}
 }
 
@@ -325,10 +330,24 @@ func (p *budgetTailSampler) isError(span ptrace.Span) bool {
 	return false
 }
 
-// groupKey is the span's outlier group: the group_by values joined by 0x1f,
-// interned.
-func (sp *splitter) groupKey(res pcommon.Map, span ptrace.Span) string {
-	b := sp.key[:0]
+// hasServiceName reports whether the resource names its service.
+func hasServiceName(res pcommon.Map) bool {
+	v, ok := res.Get(serviceNameKey)
+	return ok && v.AsString() != ""
+}
+
+// traceNames are the interned service and outlier group of span: the
+// group_by values joined by 0x1f.
+func (sp *splitter) traceNames(rs ptrace.ResourceSpans, span ptrace.Span) traceNames {
+	res := rs.Resource().Attributes()
+	service := append(sp.service[:0], unknownService...)
+	if v, ok := res.Get(serviceNameKey); ok {
+		if named := appendValue(service[:0], v); len(named) > 0 {
+			service = named
+		}
+	}
+	sp.service = service
+	b := appendPairKey(sp.key[:0], service)
 	for i, key := range sp.p.cfg.Outliers.GroupBy {
 		if i > 0 {
 			b = append(b, 0x1f)
@@ -344,7 +363,7 @@ func (sp *splitter) groupKey(res pcommon.Map, span ptrace.Span) string {
 		}
 	}
 	sp.key = b
-	return sp.p.names.intern(b)
+	return sp.p.names.pair(b)
 }
 
 func appendValue(b []byte, v pcommon.Value) []byte {

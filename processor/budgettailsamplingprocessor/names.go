@@ -1,6 +1,7 @@
 package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 )
@@ -12,9 +13,13 @@ import (
 // it is built in, without allocating. One table for every shard: a table per
 // shard held a copy of each name per shard and, with thousands of services,
 // kept overflowing.
+//
+// A trace's two names, its service and its group, are also interned as a
+// pair, so that a fragment finds both with one lookup.
 type names struct {
 	seed    maphash.Seed
 	stripes [nameStripes]nameStripe
+	pairs   [nameStripes]pairStripe
 }
 
 // nameStripes spreads lookups over locks so cores rarely meet on one.
@@ -30,12 +35,50 @@ type nameStripe struct {
 	_  [40]byte // a cache line each: stripes are locked from every core
 }
 
+type pairStripe struct {
+	mu sync.Mutex
+	m  map[string]traceNames
+	_  [48]byte
+}
+
 func newNames() *names {
 	n := &names{seed: maphash.MakeSeed()}
 	for i := range n.stripes {
 		n.stripes[i].m = make(map[string]string)
+		n.pairs[i].m = make(map[string]traceNames)
 	}
 	return n
+}
+
+// appendPairKey starts a pair key in b with the service name; the caller
+// appends the group key after it. The length prefix keeps ("a\x1fb", "c")
+// and ("a", "b\x1fc") apart.
+func appendPairKey(b []byte, service []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(service)))
+	return append(b, service...)
+}
+
+// pair returns the interned names of key (see appendPairKey). A known pair
+// costs one lookup and no allocation; a new one interns both names, so that
+// they are the strings intern gives.
+func (n *names) pair(key []byte) traceNames {
+	st := &n.pairs[maphash.Bytes(n.seed, key)%nameStripes]
+	st.mu.Lock()
+	tn, ok := st.m[string(key)]
+	st.mu.Unlock()
+	if ok {
+		return tn
+	}
+	serviceLen, prefix := binary.Uvarint(key)
+	service := key[prefix : prefix+int(serviceLen)]
+	tn = traceNames{service: n.intern(service), group: n.intern(key[prefix+len(service):])}
+	st.mu.Lock()
+	if len(st.m) >= maxNamesPerStripe {
+		clear(st.m)
+	}
+	st.m[string(key)] = tn
+	st.mu.Unlock()
+	return tn
 }
 
 // intern returns the interned copy of b's contents.
@@ -45,19 +88,6 @@ func (n *names) intern(b []byte) string {
 	s, ok := st.m[string(b)] // no allocation: the conversion only looks up
 	if !ok {
 		s = string(b)
-		st.add(s)
-	}
-	st.mu.Unlock()
-	return s
-}
-
-// internString is intern for a name that already is a string.
-func (n *names) internString(v string) string {
-	st := &n.stripes[maphash.String(n.seed, v)%nameStripes]
-	st.mu.Lock()
-	s, ok := st.m[v]
-	if !ok {
-		s = v
 		st.add(s)
 	}
 	st.mu.Unlock()

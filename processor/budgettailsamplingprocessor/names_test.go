@@ -14,7 +14,7 @@ import (
 func TestNamesInternOneCopyAndStayBounded(t *testing.T) {
 	n := newNames()
 	a := n.intern([]byte("svc-1\x1fGET /"))
-	b := n.internString(string([]byte("svc-1\x1fGET /")))
+	b := n.intern([]byte(string([]byte("svc-1\x1fGET /"))))
 	require.Equal(t, a, b)
 	assert.Equal(t, unsafe.StringData(a), unsafe.StringData(b), "one copy of a name")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { n.intern([]byte("svc-1\x1fGET /")) }), "a known name costs no allocation")
@@ -24,7 +24,7 @@ func TestNamesInternOneCopyAndStayBounded(t *testing.T) {
 		wg.Go(func() {
 			for i := range 50_000 {
 				name := fmt.Sprintf("svc-%d-%d", w, i)
-				assert.Equal(t, name, n.internString(name))
+				assert.Equal(t, name, n.intern([]byte(name)))
 			}
 		})
 	}
@@ -49,7 +49,34 @@ func TestGroupKeyJoinsResourceAndSpanValuesOfAnyType(t *testing.T) {
 	span.SetName("GET")
 	span.Attributes().PutStr("http.route", "/cart/{id}")
 	sp := splitter{p: p}
-	key := sp.groupKey(rs.Resource().Attributes(), span)
-	assert.Equal(t, "cart\x1f/cart/{id}\x1f7\x1fGET", key)
-	assert.Equal(t, unsafe.StringData(key), unsafe.StringData(sp.groupKey(rs.Resource().Attributes(), span)), "interned")
+	names := sp.traceNames(rs, span)
+	assert.Equal(t, traceNames{service: "cart", group: "cart\x1f/cart/{id}\x1f7\x1fGET"}, names)
+	again := sp.traceNames(rs, span)
+	assert.Equal(t, unsafe.StringData(names.group), unsafe.StringData(again.group), "interned")
+	assert.Equal(t, unsafe.StringData(names.service), unsafe.StringData(p.names.intern([]byte("cart"))), "the pair's names are the interned names")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { sp.traceNames(rs, span) }), "a known pair costs no allocation")
+
+	rs.Resource().Attributes().PutStr("service.name", "")
+	assert.Equal(t, unknownService, sp.traceNames(rs, span).service, "an empty service name is unknown")
+	rs.Resource().Attributes().Remove("service.name")
+	assert.Equal(t, traceNames{service: unknownService, group: "\x1f/cart/{id}\x1f7\x1fGET"}, sp.traceNames(rs, span))
+}
+
+// A pair key holds the service's length: a service name and a group key
+// that share a separator byte cannot be confused with another pair.
+func TestNamePairsKeepServiceAndGroupApart(t *testing.T) {
+	n := newNames()
+	key := func(service, group string) []byte { return append(appendPairKey(nil, []byte(service)), group...) }
+	a := n.pair(key("a\x1fb", "c"))
+	b := n.pair(key("a", "b\x1fc"))
+	assert.Equal(t, traceNames{service: "a\x1fb", group: "c"}, a)
+	assert.Equal(t, traceNames{service: "a", group: "b\x1fc"}, b)
+	assert.Equal(t, a, n.pair(key("a\x1fb", "c")))
+
+	for i := range 200_000 {
+		n.pair(key(fmt.Sprintf("svc-%d", i%3000), fmt.Sprintf("grp-%d", i)))
+	}
+	for i := range n.pairs {
+		assert.LessOrEqual(t, len(n.pairs[i].m), maxNamesPerStripe)
+	}
 }

@@ -200,8 +200,10 @@ var setupsByName = map[string]setup{
 	"contrib": {config: "bench/testdata/contrib-tail.yaml"},
 	"gateway": {config: "configs/gateway.yaml", sinks: 3},
 	// The gateway's compression towards the samplers (gzip by default).
-	"gateway_zstd": {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=zstd"}},
-	"gateway_none": {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
+	// gzip at level 1 (grpc_gzip): least gateway CPU, ≈ 5% more bytes.
+	"gateway_gzip1": {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_GZIP_LEVEL=1"}},
+	"gateway_zstd":  {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=zstd"}},
+	"gateway_none":  {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
 }
 
 func ramp(bin string, s setup, reqs []request, start, factor float64, steps int, step time.Duration, workers int) ([]stepResult, error) {
