@@ -89,6 +89,17 @@ func TestBrokenConfigNamesTheField(t *testing.T) {
 	}
 }
 
+// The gateway's gzip level comes from the environment: out of range, the
+// binary refuses to start and names the extension and the field.
+func TestGatewayGzipLevelOutOfRangeNamesTheField(t *testing.T) {
+	out, err := validate(t, []string{"SAMPLER_GZIP_LEVEL=12"}, configPath("gateway.yaml"))
+	require.Error(t, err)
+	assert.Contains(t, out, "grpc_gzip")
+	assert.Contains(t, out, "level: must be between 1 (fastest) and 9 (smallest), got 12")
+	_, err = validate(t, []string{"SAMPLER_GZIP_LEVEL=1"}, configPath("gateway.yaml"))
+	assert.NoError(t, err)
+}
+
 // TestComponentsMatchManifest checks `otelcol-cost components` against
 // builder-config.yaml, not against a hand-kept list.
 func TestComponentsMatchManifest(t *testing.T) {

@@ -1,3 +1,8 @@
+// Package grpcgzipextension makes gRPC's "gzip" compressor
+// klauspost/compress's for the whole process as soon as it is imported
+// (same wire format, ≈ 3× less CPU to compress than grpc-go's, which wraps
+// the standard library), and provides the grpc_gzip extension, which sets
+// its level: configgrpc has no option for it.
 package grpcgzipextension // import "github.com/otelcol-cost/otelcol-cost/extension/grpcgzipextension"
 
 import (
