@@ -36,11 +36,11 @@ func otlpRequest(t *testing.T) (ptrace.Traces, []byte) {
 	return td, raw
 }
 
-// compressed is what klauspost/compress's gzip makes of raw at level.
-func compressed(t *testing.T, raw []byte, level int) []byte {
+// deflated writes raw through the writer newWriter gives.
+func deflated(t *testing.T, newWriter func(io.Writer) (io.WriteCloser, error), raw []byte) []byte {
 	t.Helper()
 	var out bytes.Buffer
-	w, err := gzip.NewWriterLevel(&out, level)
+	w, err := newWriter(&out)
 	require.NoError(t, err)
 	_, err = w.Write(raw)
 	require.NoError(t, err)
@@ -48,15 +48,14 @@ func compressed(t *testing.T, raw []byte, level int) []byte {
 	return out.Bytes()
 }
 
+// compressed is what klauspost/compress's gzip makes of raw at level.
+func compressed(t *testing.T, raw []byte, level int) []byte {
+	return deflated(t, func(w io.Writer) (io.WriteCloser, error) { return gzip.NewWriterLevel(w, level) }, raw)
+}
+
+// compress is what gRPC's compressor c sends for raw.
 func compress(t *testing.T, c encoding.Compressor, raw []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	w, err := c.Compress(&out)
-	require.NoError(t, err)
-	_, err = w.Write(raw)
-	require.NoError(t, err)
-	require.NoError(t, w.Close())
-	return out.Bytes()
+	return deflated(t, c.Compress, raw)
 }
 
 func decompress(t *testing.T, c encoding.Compressor, data []byte) []byte {
@@ -96,11 +95,8 @@ func TestInteroperatesWithTheStandardLibrary(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, raw[i:], got)
 
-		var std bytes.Buffer
-		w := stdgzip.NewWriter(&std)
-		_, _ = w.Write(raw[i:])
-		require.NoError(t, w.Close())
-		assert.Equal(t, raw[i:], decompress(t, registered, std.Bytes()))
+		std := deflated(t, func(w io.Writer) (io.WriteCloser, error) { return stdgzip.NewWriter(w), nil }, raw[i:])
+		assert.Equal(t, raw[i:], decompress(t, registered, std))
 	}
 	_, err := registered.Decompress(bytes.NewReader([]byte("not gzip")))
 	assert.Error(t, err)
