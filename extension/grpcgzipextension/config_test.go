@@ -1,27 +1,17 @@
 package grpcgzipextension
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 
-	"github.com/otelcol-cost/otelcol-cost/extension/grpcgzipextension/internal/metadata"
+	"github.com/otelcol-cost/otelcol-cost/internal/configtest"
 )
 
 func loadConfig(t *testing.T, name string) *Config {
-	t.Helper()
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
-	require.NoError(t, err)
-	cfg := NewFactory().CreateDefaultConfig().(*Config)
-	require.NoError(t, sub.Unmarshal(cfg))
-	return cfg
+	return configtest.Load[*Config](t, NewFactory(), name)
 }
 
 func TestLoadConfig(t *testing.T) {
