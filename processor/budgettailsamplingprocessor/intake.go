@@ -340,11 +340,12 @@ func hasServiceName(res pcommon.Map) bool {
 // group_by values joined by 0x1f.
 func (sp *splitter) traceNames(rs ptrace.ResourceSpans, span ptrace.Span) traceNames {
 	res := rs.Resource().Attributes()
-	service := append(sp.service[:0], unknownService...)
+	service := sp.service[:0]
 	if v, ok := res.Get(serviceNameKey); ok {
-		if named := appendValue(service[:0], v); len(named) > 0 {
-			service = named
-		}
+		service = appendValue(service, v)
+	}
+	if len(service) == 0 {
+		service = append(service, unknownService...)
 	}
 	sp.service = service
 	b := appendPairKey(sp.key[:0], service)
