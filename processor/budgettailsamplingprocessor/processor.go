@@ -151,10 +151,13 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 }
 
 // tickInterval is how often expired traces are looked for: a tenth of the
-// shorter wait, between 10ms and 1s.
+// shorter wait, between 10ms and 100ms. A pass decides on every core what
+// expired since the last one; 700 ms of expiries at once (tail.yaml's waits
+// with the old 1 s cap) held both cores of a 2-core sampler long enough to
+// stall intake (docs/BENCHMARKS.md, sixth pass).
 func (p *budgetTailSampler) tickInterval() time.Duration {
 	d := min(p.cfg.DecisionWait, p.cfg.DecisionWaitAfterRoot) / 10
-	return min(max(d, 10*time.Millisecond), time.Second)
+	return min(max(d, 10*time.Millisecond), 100*time.Millisecond)
 }
 
 func (p *budgetTailSampler) goEvery(d time.Duration, f func()) {

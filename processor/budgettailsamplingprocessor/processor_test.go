@@ -435,6 +435,24 @@ func TestReasonAttributeOnRootSpan(t *testing.T) {
 	}
 }
 
+// A decision pass takes every core for what expired since the last one:
+// passes must come often enough that none holds intake up for long.
+func TestDecisionPassesAreAtMost100msApart(t *testing.T) {
+	for _, c := range []struct {
+		wait, afterRoot, want time.Duration
+	}{
+		{15 * time.Second, 7 * time.Second, 100 * time.Millisecond}, // tail.yaml
+		{30 * time.Second, 30 * time.Second, 100 * time.Millisecond},
+		{time.Second, 500 * time.Millisecond, 50 * time.Millisecond},
+		{50 * time.Millisecond, 20 * time.Millisecond, 10 * time.Millisecond},
+	} {
+		cfg := testConfig()
+		cfg.DecisionWait, cfg.DecisionWaitAfterRoot = c.wait, c.afterRoot
+		ts := newTestSampler(t, cfg)
+		assert.Equal(t, c.want, ts.p.tickInterval(), "waits %v, %v", c.wait, c.afterRoot)
+	}
+}
+
 func TestConcurrentIntakeWithBackgroundDecisions(t *testing.T) {
 	cfg := testConfig()
 	cfg.DecisionWait = 50 * time.Millisecond
