@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,8 +107,8 @@ func run(bin string, setups []string, start, factor float64, steps int, step tim
 		return err
 	}
 	var table strings.Builder
-	table.WriteString("| setup | offered spans/s | sent spans/s | refused | collector CPU µs/span | generator CPU µs/span | RSS MiB |\n")
-	table.WriteString("|---|---|---|---|---|---|---|\n")
+	table.WriteString("| setup | offered spans/s | sent spans/s | refused | collector CPU µs/span | generator CPU µs/span | RSS MiB | request latency p50 / p99 ms |\n")
+	table.WriteString("|---|---|---|---|---|---|---|---|\n")
 	var summary strings.Builder
 	results := map[string][]stepResult{}
 	for _, name := range setups {
@@ -118,7 +119,7 @@ func run(bin string, setups []string, start, factor float64, steps int, step tim
 		res, err := ramp(bin, s, reqs, start, factor, steps, step, workers)
 		results[name] = res
 		for _, r := range res {
-			fmt.Fprintf(&table, "| %s | %.0f | %.0f | %.2f%% | %.2f | %.2f | %d |\n", name, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB)
+			fmt.Fprintf(&table, "| %s | %.0f | %.0f | %.2f%% | %.2f | %.2f | %d | %.1f / %.1f |\n", name, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB, ms(r.p50), ms(r.p99))
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -151,7 +152,10 @@ type stepResult struct {
 	rssMiB        int     // collector's peak resident memory in the step
 	accepted      int64
 	sinkRequests  int64 // requests the gateway's sinks received
-	passed        bool  // refused < 1% and sent ≥ 95% of the offered rate
+	// p50 and p99 are the export calls' latencies: with a bounded number
+	// in flight, what the collector's per-request latency costs a sender.
+	p50, p99 time.Duration
+	passed   bool // refused < 1% and sent ≥ 95% of the offered rate
 }
 
 // sustained is the highest step that refused < 1% and sent ≥ 95% of the
@@ -281,8 +285,8 @@ func ramp(bin string, s setup, reqs []request, start, factor float64, steps int,
 		delivered0 := sinkRequests.Load()
 		r := runStep(conn, cmd.Process.Pid, reqs, rate, step, workers)
 		r.sinkRequests = sinkRequests.Load() - delivered0
-		fmt.Fprintf(os.Stderr, "step %d: offered %.0f sent %.0f spans/s, refused %.2f%%, collector %.2f µs/span, generator %.2f µs/span, RSS %d MiB\n",
-			i+1, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB)
+		fmt.Fprintf(os.Stderr, "step %d: offered %.0f sent %.0f spans/s, refused %.2f%%, collector %.2f µs/span, generator %.2f µs/span, RSS %d MiB, latency p50 %.1f p99 %.1f ms\n",
+			i+1, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB, ms(r.p50), ms(r.p99))
 		res = append(res, r)
 		select {
 		case <-exited:
@@ -304,6 +308,7 @@ func runStep(conn *grpc.ClientConn, pid int, reqs []request, rate float64, d tim
 	spansPerReq := reqs[0].spans
 	slots := make(chan struct{}, workers)
 	var sentReqs, refused, accepted atomic.Int64
+	latencies := make([][]time.Duration, workers) // per worker: no lock
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for w := 0; w < workers; w++ {
@@ -320,7 +325,9 @@ func runStep(conn *grpc.ClientConn, pid int, reqs []request, rate float64, d tim
 				r := reqs[n%len(reqs)]
 				buf = r.withFreshIDs(buf)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				sentAt := time.Now()
 				err := conn.Invoke(ctx, exportMethod, rawMessage(buf), new(rawMessage))
+				latencies[w] = append(latencies[w], time.Since(sentAt))
 				cancel()
 				sentReqs.Add(1)
 				if err != nil {
@@ -377,9 +384,23 @@ func runStep(conn *grpc.ClientConn, pid int, reqs []request, rate float64, d tim
 		r.cpuPerSpan = cpu.Seconds() * 1e6 / a
 		r.genCPUPerSpan = gen.Seconds() * 1e6 / a
 	}
+	r.p50, r.p99 = percentiles(slices.Concat(latencies...))
 	r.passed = r.sent >= 0.95*rate && r.refusedShare < 0.01
 	return r
 }
+
+// percentiles returns the median and the 99th percentile of d (zero when
+// empty); d is sorted in place.
+func percentiles(d []time.Duration) (p50, p99 time.Duration) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	slices.Sort(d)
+	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))] }
+	return at(0.50), at(0.99)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // request is a pre-marshaled ExportTraceServiceRequest and where each of
 // its traces' IDs sits in the bytes.

@@ -63,6 +63,8 @@ func TestRampMeasuresEverySetup(t *testing.T) {
 			assert.Zero(t, r.refusedShare)
 			assert.Positive(t, r.cpuPerSpan)
 			assert.Positive(t, r.rssMiB)
+			assert.Positive(t, r.p50, "every export is timed")
+			assert.GreaterOrEqual(t, r.p99, r.p50)
 			if name == "gateway" {
 				assert.Positive(t, r.sinkRequests, "the gateway delivers to the sinks")
 			}
@@ -87,4 +89,19 @@ func TestCompareAtTheSameRate(t *testing.T) {
 	assert.Contains(t, got, "1.20× the CPU per span at 200 spans/s offered")
 	assert.Contains(t, got, "sustains 51% of bare's spans/s (200 vs 390)")
 	assert.Contains(t, compare("tail", tail[2:], bare), "no rate both sustained")
+}
+
+// Percentiles come from the sorted latencies: the median and the 99th of a
+// hundred, whatever order they were recorded in.
+func TestPercentiles(t *testing.T) {
+	var d []time.Duration
+	for i := 100; i >= 1; i-- {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	p50, p99 := percentiles(d)
+	assert.Equal(t, 51*time.Millisecond, p50)
+	assert.Equal(t, 100*time.Millisecond, p99)
+	p50, p99 = percentiles(nil)
+	assert.Zero(t, p50)
+	assert.Zero(t, p99)
 }
