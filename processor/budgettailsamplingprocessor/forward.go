@@ -3,6 +3,7 @@ package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-c
 import (
 	"bytes"
 	"context"
+	"slices"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -47,21 +48,22 @@ func (p *budgetTailSampler) encoded(chunk []byte) ([]byte, bool) {
 
 // encodedChunks are a trace's fragments as OTLP encodings, for a peer: a
 // slice of their own (the trace's is reused once it leaves).
-func (p *budgetTailSampler) encodedChunks(chunks []heldChunk) [][]byte {
+func (p *budgetTailSampler) encodedChunks(chunks [][]byte) [][]byte {
+	if !p.codec.compress {
+		return slices.Clone(chunks)
+	}
 	out := make([][]byte, 0, len(chunks))
 	for _, c := range chunks {
-		if b, ok := p.encoded(c.data); ok {
+		if b, ok := p.encoded(c); ok {
 			out = append(out, b)
 		}
 	}
 	return out
 }
 
-func (k *keptSet) add(chunks []heldChunk, th sampling.Threshold, reason string) {
+func (k *keptSet) add(chunks [][]byte, th sampling.Threshold, reason string) {
 	from := len(k.chunks)
-	for _, c := range chunks {
-		k.chunks = append(k.chunks, c.data)
-	}
+	k.chunks = append(k.chunks, chunks...)
 	k.traces = append(k.traces, keptTrace{from: from, to: len(k.chunks), th: th, reason: reason})
 }
 

@@ -225,7 +225,7 @@ func (p *budgetTailSampler) totals() (c counters, traces, spans, bytes int64) {
 		bytes += sh.bytes
 		sh.mu.Unlock()
 	}
-	return c, traces, spans, bytes + p.buffered.slabBytes.Load()
+	return c, traces, spans, bytes
 }
 
 // bufferedTraces is how many traces the shards hold now (exact, unlike the

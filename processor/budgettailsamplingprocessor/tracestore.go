@@ -28,8 +28,8 @@ type heldParts struct {
 	traceNames
 	// chunks are the fragments as the buffer holds them; the first sits in
 	// inline, so that a trace arriving whole allocates no slice for them.
-	chunks []heldChunk
-	inline [1]heldChunk
+	chunks [][]byte
+	inline [1][]byte
 }
 
 // traceNames are what the policy books a trace under: the root span's
@@ -80,7 +80,7 @@ func (st *traceStore) release(t *trace) {
 func (st *traceStore) live() int { return st.used - len(st.free) }
 
 // addChunk appends a fragment as the buffer holds it.
-func (h *heldParts) addChunk(chunk heldChunk) {
+func (h *heldParts) addChunk(chunk []byte) {
 	if h.chunks == nil {
 		h.inline[0] = chunk
 		h.chunks = h.inline[:1:1]
