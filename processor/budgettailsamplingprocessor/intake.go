@@ -179,8 +179,10 @@ func (p *budgetTailSampler) split(td ptrace.Traces) (*request, error) {
 		if rec.numSS != sss.Len() {
 			return refuse()
 		}
-		// A ResourceSpans of one trace (what the loadbalancing exporter
-		// sends) is copied into its fragment as one record.
+		// A ResourceSpans of one trace (a client batching per trace) is
+		// copied into its fragment as one record. Contrib's loadbalancing
+		// exporter (v0.161) does not send these: it keeps a source
+		// ScopeSpans' spans for one sampler together, many traces in one.
 		oneTrace, found := true, false
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j)
