@@ -116,13 +116,57 @@ var workloads = []struct {
 	// perSpanResource gives every span a resource of its own (per-pod
 	// attributes) and sends each trace's root in its last part.
 	perSpanResource bool
-	traces          int
+	// sdkBatches: the requests are what a fleet of SDK clients exports
+	// (workload.Fleet: each pod's batch span processor every 5 s of the
+	// fleet's clock, up to 512 spans, one ResourceSpans per pod holding
+	// spans of many traces, roots in other requests than most of their
+	// spans) and contrib's loadbalancing exporter passes on grouped so;
+	// traces is how many start per 100 ms of the fleet's clock.
+	sdkBatches bool
+	traces     int
 }{
 	{name: "reference_4span", opt: workload.Options{Services: 10, ErrorEvery: 100, SlowEvery: 100}, splitInto: 1, traces: 100},
 	{name: "deep_30span_split", opt: workload.Options{Services: 10, SpansPerTrace: 30, ErrorEvery: 100, SlowEvery: 100}, splitInto: 3, traces: 10},
 	{name: "services_2000", opt: workload.Options{Services: 2000, ErrorEvery: 100, SlowEvery: 100}, splitInto: 1, traces: 100},
 	{name: "span_resources_multipart", opt: workload.Options{Services: 200, SpansPerTrace: 2, MaxSpansPerTrace: 20,
 		ErrorEvery: 100, SlowEvery: 100}, splitInto: 3, perSpanResource: true, traces: 40},
+	{name: "sdk_batches", sdkBatches: true, traces: 60},
+}
+
+// source makes a workload's requests: new trace IDs every time, as in
+// production.
+type source struct {
+	gen   *workload.Generator
+	fleet *workload.Fleet
+	now   time.Time // the fleet's clock
+}
+
+func newSource(opt workload.Options, sdkBatches bool) *source {
+	if !sdkBatches {
+		return &source{gen: workload.NewGenerator(opt)}
+	}
+	start := time.Unix(1_700_000_000, 0)
+	// 1% errors (on the deepest service only) and 1% slow, as the other
+	// workloads; 3 services deep, 2 spans each.
+	return &source{now: start, fleet: workload.NewFleet(workload.FleetOptions{Seed: 1, ErrorShare: 0.01, SlowShare: 0.01}, start)}
+}
+
+// next returns the next requests: traces traces split as the workload
+// says, or the exports due after the fleet's next 100 ms, traces of them
+// started in it.
+func (s *source) next(traces, splitInto int, perSpanResource bool) []ptrace.Traces {
+	if s.fleet == nil {
+		return requests(s.gen, traces, splitInto, perSpanResource)
+	}
+	for range traces {
+		s.fleet.Start(s.now)
+	}
+	s.now = s.now.Add(100 * time.Millisecond)
+	var out []ptrace.Traces
+	for _, r := range s.fleet.Exports(s.now) {
+		out = append(out, r.Traces)
+	}
+	return out
 }
 
 // requests builds the next requests of a workload: new trace IDs every
@@ -234,7 +278,7 @@ func BenchmarkTailSamplers(b *testing.B) {
 		for _, kind := range []string{"none", "contrib", "ours", "ours_s2"} {
 			b.Run(fmt.Sprintf("%s/%s", wl.name, kind), func(b *testing.B) {
 				key := fmt.Sprint(wl.name, "/", runtime.GOMAXPROCS(0))
-				g := workload.NewGenerator(wl.opt)
+				src := newSource(wl.opt, wl.sdkBatches)
 				sink := &countingSink{}
 				// The feeding goroutine keeps its thread, so that the CPU
 				// it spends building requests is measured on that thread
@@ -245,7 +289,7 @@ func BenchmarkTailSamplers(b *testing.B) {
 				send := func(p consumer.Traces) int {
 					n := 0
 					cpu0 := procwatch.ThreadCPU()
-					reqs := requests(g, wl.traces, wl.splitInto, wl.perSpanResource)
+					reqs := src.next(wl.traces, wl.splitInto, wl.perSpanResource)
 					building += procwatch.ThreadCPU() - cpu0
 					for _, td := range reqs {
 						n += td.SpanCount()
@@ -317,7 +361,7 @@ func BenchmarkHeapPerBufferedSpan(b *testing.B) {
 	for _, wl := range workloads {
 		for _, kind := range []string{"contrib", "ours", "ours_s2"} {
 			b.Run(wl.name+"/"+kind, func(b *testing.B) {
-				g := workload.NewGenerator(wl.opt)
+				src := newSource(wl.opt, wl.sdkBatches)
 				p := newSampler(b, kind, &countingSink{})
 				defer func() { _ = p.Shutdown(context.Background()) }()
 				var before, after runtime.MemStats
@@ -326,7 +370,7 @@ func BenchmarkHeapPerBufferedSpan(b *testing.B) {
 				spans := 0
 				for i := 0; i < b.N; i++ {
 					// 500 reference traces a request, fewer of the larger ones.
-					for _, td := range requests(g, 5*wl.traces, wl.splitInto, wl.perSpanResource) {
+					for _, td := range src.next(5*wl.traces, wl.splitInto, wl.perSpanResource) {
 						spans += td.SpanCount()
 						if err := p.ConsumeTraces(context.Background(), td); err != nil {
 							b.Fatal(err)
