@@ -125,7 +125,7 @@ test: deps lint check-generate build $(HELM) $(TELEMETRYGEN) $(JAEGER) image-tes
 	@cat bin/e2e-report.txt 2>/dev/null || true
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/... ./processor/...
 
-# The figures in docs/BENCHMARKS.md (about 80 minutes on 2 cores): every Go
+# The figures in docs/BENCHMARKS.md (about 90 minutes on 2 cores): every Go
 # benchmark 6 times (the fewest for which benchstat gives a 95% confidence
 # interval), medians by benchstat in bench.txt; then the binary ramped until
 # it refuses, in bench-e2e.md.
