@@ -116,13 +116,14 @@ type benchWorkload struct {
 	// perSpanResource gives every span a resource of its own (per-pod
 	// attributes) and sends each trace's root in its last part.
 	perSpanResource bool
-	// sdkBatches: the requests are what a fleet of SDK clients exports
-	// (workload.Fleet: each pod's batch span processor every 5 s of the
-	// fleet's clock, up to 512 spans, one ResourceSpans per pod holding
-	// spans of many traces, roots in other requests than most of their
-	// spans) and contrib's loadbalancing exporter passes on grouped so;
-	// traces is how many start per 100 ms of the fleet's clock.
-	sdkBatches bool
+	// fleet, when set, makes the requests what a fleet of SDK clients
+	// exports (workload.Fleet: each pod's batch span processor every 5 s
+	// of the fleet's clock, up to 512 spans, one ResourceSpans per pod
+	// holding spans of many traces, roots in other requests than most of
+	// their spans), which contrib's loadbalancing exporter passes on
+	// grouped so; opt is then unused and traces is how many start per
+	// 100 ms of the fleet's clock.
+	fleet *workload.FleetOptions
 	// pace spaces the calls that make requests this far apart in real
 	// time, so that both samplers are offered the same spans/s and ours,
 	// given contrib's kept share of it, keeps the same volume: on a bursty
@@ -140,9 +141,11 @@ var workloads = []benchWorkload{
 	{name: "services_2000", opt: workload.Options{Services: 2000, ErrorEvery: 100, SlowEvery: 100}, splitInto: 1, traces: 100},
 	{name: "span_resources_multipart", opt: workload.Options{Services: 200, SpansPerTrace: 2, MaxSpansPerTrace: 20,
 		ErrorEvery: 100, SlowEvery: 100}, splitInto: 3, perSpanResource: true, traces: 40},
-	// 60 traces of 6 spans each 100 ms of the fleet's clock, every 3.6 ms:
-	// 100k spans/s offered.
-	{name: "sdk_batches", sdkBatches: true, traces: 60, pace: 3600 * time.Microsecond},
+	// 60 traces of 6 spans (3 services deep, 2 spans each) each 100 ms of
+	// the fleet's clock, every 3.6 ms: 100k spans/s offered; 1% errors (on
+	// the deepest service only) and 1% slow, as the other workloads.
+	{name: "sdk_batches", fleet: &workload.FleetOptions{Seed: 1, ErrorShare: 0.01, SlowShare: 0.01},
+		traces: 60, pace: 3600 * time.Microsecond},
 }
 
 // source makes a workload's requests: new trace IDs every time, as in
@@ -155,13 +158,11 @@ type source struct {
 }
 
 func newSource(wl benchWorkload) *source {
-	if !wl.sdkBatches {
+	if wl.fleet == nil {
 		return &source{wl: wl, gen: workload.NewGenerator(wl.opt)}
 	}
 	start := time.Unix(1_700_000_000, 0)
-	// 1% errors (on the deepest service only) and 1% slow, as the other
-	// workloads; 3 services deep, 2 spans each.
-	return &source{wl: wl, now: start, fleet: workload.NewFleet(workload.FleetOptions{Seed: 1, ErrorShare: 0.01, SlowShare: 0.01}, start)}
+	return &source{wl: wl, now: start, fleet: workload.NewFleet(*wl.fleet, start)}
 }
 
 // next returns the next requests: traces traces split as the workload
