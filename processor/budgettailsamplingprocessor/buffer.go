@@ -264,7 +264,7 @@ func (d *decided) seen(fp uint64) bool { return seenBefore(d.recent[:], fp) }
 type shard struct {
 	mu sync.Mutex
 	// index has every buffered trace and every remembered decision.
-	index    traceIndex
+	index    map[pcommon.TraceID]known
 	store    traceStore
 	buffered int // traces in the buffer
 	arrivals traceList
@@ -333,7 +333,7 @@ func (s *shard) flush() {
 func newShard(cfg *Config, n int, totals *bufferTotals, rules int) *shard {
 	per := func(total int) int { return max(1, (total+n-1)/n) }
 	return &shard{
-		index:    newTraceIndex(),
+		index:    make(map[pcommon.TraceID]known),
 		arrivals: traceList{which: arrivalList},
 		roots:    traceList{which: rootList},
 		handed:   traceList{which: handedList},
@@ -349,7 +349,8 @@ func newShard(cfg *Config, n int, totals *bufferTotals, rules int) *shard {
 
 // lookup is what the shard knows of id; called with s.mu held.
 func (s *shard) lookup(id pcommon.TraceID) (known, bool) {
-	return s.index.get(id)
+	k, ok := s.index[id]
+	return k, ok
 }
 
 // traceOf is k's buffered trace, or nil once decided.
@@ -397,12 +398,12 @@ func (s *shard) record(id pcommon.TraceID, which decision, d decided, prev known
 		slot = r.grow()
 	} else {
 		if e := r.at(int32(slot)); !e.stale {
-			s.index.delete(e.id)
+			delete(s.index, e.id)
 		}
 		r.next = (r.next + 1) % r.size
 	}
 	*r.at(int32(slot)) = decisionEntry{id: id, d: d}
-	s.index.set(id, known{slot: int32(slot), which: which})
+	s.index[id] = known{slot: int32(slot), which: which}
 }
 
 // recentDecisions calls f with the decisions of one kind, newest first,
@@ -459,14 +460,14 @@ func (s *shard) remove(t *trace) {
 func (s *shard) release(t *trace) { s.store.release(t) }
 
 // forget deletes the index entry of a trace that left undecided.
-func (s *shard) forget(id pcommon.TraceID) { s.index.delete(id) }
+func (s *shard) forget(id pcommon.TraceID) { delete(s.index, id) }
 
 // add buffers a new trace; a handed one (from a peer) waits in the handed
 // list.
 func (s *shard) add(id pcommon.TraceID, arrived instant, handed bool) *trace {
 	t := s.store.alloc()
 	t.id, t.arrived = id, arrived
-	s.index.set(id, known{ref: t.self})
+	s.index[id] = known{ref: t.self}
 	s.buffered++
 	t.handed = handed
 	if handed {

@@ -146,5 +146,5 @@ func (s *shard) move(t *trace, to traceRef) {
 	if nt.inRootList {
 		s.roots.relink(st, nt)
 	}
-	s.index.set(nt.id, known{ref: to})
+	s.index[nt.id] = known{ref: to}
 }
