@@ -177,3 +177,26 @@ func TestStoreGivesPagesBackAndMovedTracesStayWhole(t *testing.T) {
 	assert.Len(t, sh.store.records, 1)
 	assert.Zero(t, sh.store.live())
 }
+
+// A trace's chunks stay in arrival order; its first needs no allocation,
+// and its second makes room for the third and fourth (SDK clients send a
+// trace in several parts), so four take one allocation.
+func TestChunkListGrowsOnceForFourParts(t *testing.T) {
+	chunks := [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d"), []byte("e")}
+	var h heldParts
+	for _, c := range chunks {
+		h.addChunk(c)
+	}
+	assert.Equal(t, chunks, h.chunks)
+
+	held := &heldParts{} // as in the store: allocated once
+	for parts, want := range map[int]float64{1: 0, 2: 1, 4: 1, 5: 2} {
+		allocs := testing.AllocsPerRun(100, func() {
+			*held = heldParts{}
+			for _, c := range chunks[:parts] {
+				held.addChunk(c)
+			}
+		})
+		assert.Equal(t, want, allocs, "allocations for %d parts", parts)
+	}
+}

@@ -86,8 +86,19 @@ func (h *heldParts) addChunk(chunk []byte) {
 		h.chunks = h.inline[:1:1]
 		return
 	}
+	if len(h.chunks) == 1 {
+		// A trace in parts mostly comes in more than two (SDK clients
+		// export each service's spans on their own schedule): room for
+		// four saves growing the list twice.
+		h.chunks = append(make([][]byte, 0, chunksOnSecondPart), h.chunks[0], chunk)
+		return
+	}
 	h.chunks = append(h.chunks, chunk)
 }
+
+// chunksOnSecondPart is the room a trace's chunk list gets when its second
+// fragment arrives.
+const chunksOnSecondPart = 4
 
 // compact gives pages back while a quarter of the store's slots or fewer
 // are in use: the traces of the last page move to free slots below it and
