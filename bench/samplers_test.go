@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -280,8 +281,10 @@ const defaultContribShare = 0.03
 // building requests, subtracted when comparing), contrib's tail_sampling and
 // ours, ours keeping the same volume as contrib: it first takes the stream
 // for a warm-up to measure the rate it is offered, and is then built again
-// with contrib's kept share of that rate as its budget (spans/s). After a
-// warm-up, it measures over the timed loop:
+// with contrib's kept share of that rate as its budget (spans/s); if the
+// share it keeps in the timed loop is more than 10% off contrib's, it is
+// rebuilt with its budget scaled by the miss and measured again (at most
+// twice), and the loop closest to contrib's share is reported. After a warm-up, it measures over the timed loop:
 //
 //   - cpu-ns/span: process CPU per span (intake and the background decisions
 //     of the traffic decision_wait earlier: steady state);
@@ -357,39 +360,95 @@ func BenchmarkTailSamplers(b *testing.B) {
 					return float64(spans) / time.Since(measuredFrom).Seconds()
 				}
 				p, budget, stop := comparedProcessor(b, kind, key, sink, warm)
-				defer stop()
-				runtime.GC()
-				spans := 0
-				kept0 := sink.spans.Load()
-				var mem0, mem1 runtime.MemStats
-				runtime.ReadMemStats(&mem0)
-				building = 0
-				cpu0 := procwatch.SelfCPU()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					spans += send(p)
+				defer func() { stop() }()
+				measure := func(p consumer.Traces) loopResult {
+					runtime.GC()
+					r := loopResult{}
+					kept0 := sink.spans.Load()
+					var mem0, mem1 runtime.MemStats
+					runtime.ReadMemStats(&mem0)
+					building = 0
+					cpu0 := procwatch.SelfCPU()
+					b.ResetTimer()
+					b.StartTimer() // stopped after an earlier loop
+					for i := 0; i < b.N; i++ {
+						r.spans += send(p)
+					}
+					b.StopTimer()
+					r.wall = b.Elapsed()
+					r.cpu, r.building = procwatch.SelfCPU()-cpu0, building
+					runtime.ReadMemStats(&mem1)
+					r.mallocs = mem1.Mallocs - mem0.Mallocs
+					r.kept = float64(sink.spans.Load()-kept0) / float64(r.spans)
+					return r
 				}
-				b.StopTimer()
-				cpu := procwatch.SelfCPU() - cpu0
-				runtime.ReadMemStats(&mem1)
-				kept := float64(sink.spans.Load()-kept0) / float64(spans)
+				r := measure(p)
+				r.budget = budget
 				if kind == "contrib" && !smoke {
-					contribKept[key] = kept
+					contribKept[key] = r.kept
 				}
+				// Ours' budget came from the rate of its warm-up; if it kept
+				// a share off contrib's in the timed loop (its rate there
+				// differed), it is rebuilt with the budget scaled by the
+				// miss and measured again; the loop whose share came
+				// closest to contrib's is reported, so the CPU compared is
+				// at equal volume.
+				if target, ok := contribKept[key]; ok && !smoke && strings.HasPrefix(kind, "ours") {
+					best := r
+					for range maxVolumeRetries {
+						if off(r.kept, target) <= volumeTolerance {
+							break
+						}
+						b.Logf("budget %.0f spans/s kept %.4f of the loop's spans (contrib %.4f): measured again", budget, r.kept, target)
+						stop()
+						budget *= target / max(r.kept, target/4)
+						proc := newOurSampler(b, sink, oursConfig(budget, kind))
+						stop = func() { _ = proc.Shutdown(context.Background()) }
+						warm(proc)
+						r = measure(proc)
+						r.budget = budget
+						if off(r.kept, target) < off(best.kept, target) {
+							best = r
+						}
+					}
+					r = best
+				}
+				spans := float64(r.spans)
 				// All goroutines' allocations: intake and background decisions.
-				b.ReportMetric(float64(mem1.Mallocs-mem0.Mallocs)/float64(spans), "allocs/span")
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(spans), "wall-ns/span")
-				b.ReportMetric(float64(cpu.Nanoseconds())/float64(spans), "cpu-ns/span")
-				b.ReportMetric(float64(building.Nanoseconds())/float64(spans), "build-ns/span")
-				b.ReportMetric(float64((cpu-building).Nanoseconds())/float64(spans), "net-ns/span")
-				b.ReportMetric(kept, "kept-ratio")
+				b.ReportMetric(float64(r.mallocs)/spans, "allocs/span")
+				b.ReportMetric(float64(r.wall.Nanoseconds())/spans, "wall-ns/span")
+				b.ReportMetric(float64(r.cpu.Nanoseconds())/spans, "cpu-ns/span")
+				b.ReportMetric(float64(r.building.Nanoseconds())/spans, "build-ns/span")
+				b.ReportMetric(float64((r.cpu-r.building).Nanoseconds())/spans, "net-ns/span")
+				b.ReportMetric(r.kept, "kept-ratio")
 				if kind != "none" && kind != "contrib" {
-					b.ReportMetric(budget, "budget-spans/s")
+					b.ReportMetric(r.budget, "budget-spans/s")
 				}
 			})
 		}
 	}
 }
+
+// loopResult is what a timed loop measured.
+type loopResult struct {
+	spans               int
+	wall, cpu, building time.Duration
+	mallocs             uint64
+	kept                float64 // the share of the loop's spans forwarded
+	budget              float64 // ours' budget, spans/s
+}
+
+// off is how far a kept share is from the target, relatively.
+func off(kept, target float64) float64 { return math.Abs(kept/target - 1) }
+
+// Ours keeps a share within volumeTolerance of contrib's, or is measured
+// again with its budget corrected, at most maxVolumeRetries times: its
+// share varies by ±15% between loops at one budget (errors and outliers,
+// kept whatever the budget, come a few hundred a loop).
+const (
+	volumeTolerance  = 0.10
+	maxVolumeRetries = 2
+)
 
 // BenchmarkHeapPerBufferedSpan buffers traces that are not decided yet
 // (decision_wait far away) and reports live heap per buffered span after GC,
