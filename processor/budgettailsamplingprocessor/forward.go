@@ -80,41 +80,62 @@ func (k *keptSet) addLate(encoded []byte, th sampling.Threshold) {
 // request's own and keep its context.
 func (p *budgetTailSampler) forward(ctx context.Context, k *keptSet) {
 	if len(k.traces) > 0 {
-		out := ptrace.NewTraces()
-		var u ptrace.ProtoUnmarshaler
+		m := newKeptMerger()
 		for _, kt := range k.traces {
+			// The root span may sit in any chunk: every chunk is offered the reason.
 			for _, chunk := range k.chunks[kt.from:kt.to] {
-				encoded, ok := p.encoded(chunk)
-				if !ok {
-					continue
+				if encoded, ok := p.encoded(chunk); ok {
+					m.add(encoded, mark{th: kt.th, reason: kt.reason})
 				}
-				td, err := u.UnmarshalTraces(encoded)
-				if err != nil {
-					// We marshaled it ourselves; this cannot happen short of memory corruption.
-					p.logger.Error("cannot decode a buffered fragment", zap.Error(err))
-					continue
-				}
-				// The root span may sit in any chunk: every chunk is offered the reason.
-				p.stamp(td, kt.th, kt.reason)
-				td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 			}
 		}
-		p.consume(context.Background(), out)
+		p.forwardMerged(context.Background(), m)
 	}
 	if len(k.late) > 0 {
-		out := ptrace.NewTraces()
-		var u ptrace.ProtoUnmarshaler
+		m := newKeptMerger()
 		for _, lf := range k.late {
-			td, err := u.UnmarshalTraces(lf.encoded)
-			if err != nil {
-				p.logger.Error("cannot decode a late fragment", zap.Error(err))
-				continue
-			}
-			p.stamp(td, lf.th, "")
-			td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+			m.add(lf.encoded, mark{th: lf.th})
 		}
-		p.consume(ctx, out)
+		p.forwardMerged(ctx, m)
 	}
+}
+
+// forwardMerged decodes the fragments m holds as one request, stamps each
+// span with its mark and hands it on.
+func (p *budgetTailSampler) forwardMerged(ctx context.Context, m *keptMerger) {
+	if m.empty() {
+		return
+	}
+	var u ptrace.ProtoUnmarshaler
+	encoded, marks, err := m.merged()
+	if err == nil {
+		var td ptrace.Traces
+		if td, err = u.UnmarshalTraces(encoded); err == nil {
+			p.stamp(td, marks)
+			p.consume(ctx, td)
+			return
+		}
+	}
+	// We marshaled every fragment ourselves, so this takes memory
+	// corruption; what can still be read goes on, fragment by fragment.
+	p.logger.Error("cannot merge kept fragments", zap.Int("fragments", len(m.chunkEnds)), zap.Error(err))
+	out := ptrace.NewTraces()
+	from := 0
+	for i, end := range m.chunkEnds {
+		td, err := u.UnmarshalTraces(m.w.buf[from:end])
+		from = end
+		if err != nil {
+			p.logger.Error("cannot decode a kept fragment", zap.Error(err))
+			continue
+		}
+		marks := make([]mark, td.SpanCount())
+		for j := range marks {
+			marks[j] = m.chunkMarks[i]
+		}
+		p.stamp(td, marks)
+		td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+	}
+	p.consume(ctx, out)
 }
 
 func (p *budgetTailSampler) consume(ctx context.Context, td ptrace.Traces) {
@@ -124,25 +145,30 @@ func (p *budgetTailSampler) consume(ctx context.Context, td ptrace.Traces) {
 	}
 }
 
-// stamp writes th into every span's tracestate (keeping its other members)
-// and, when configured, the reason on the root span.
-func (p *budgetTailSampler) stamp(td ptrace.Traces, th sampling.Threshold, reason string) {
+// stamp writes each span's threshold (marks, in the order of td's spans)
+// into its tracestate, keeping its other members, and, when configured,
+// the reason on root spans.
+func (p *budgetTailSampler) stamp(td ptrace.Traces, marks []mark) {
 	var lastIn, lastOut string
 	var lastID pcommon.TraceID
+	var lastTh sampling.Threshold
 	var lastProblem otep235.Problem
 	haveLast := false
+	i := 0
 	spanwalk.Traces(td, func(_ ptrace.ResourceSpans, span ptrace.Span) {
+		m := marks[i]
+		i++
 		in := span.TraceState().AsRaw()
-		if !haveLast || in != lastIn || span.TraceID() != lastID {
-			lastIn, lastID, haveLast = in, span.TraceID(), true
-			lastOut, lastProblem = otep235.WithThreshold(in, th, sampling.TraceIDToRandomness(lastID))
+		if !haveLast || in != lastIn || span.TraceID() != lastID || m.th != lastTh {
+			lastIn, lastID, lastTh, haveLast = in, span.TraceID(), m.th, true
+			lastOut, lastProblem = otep235.WithThreshold(in, m.th, sampling.TraceIDToRandomness(lastID))
 		}
 		if lastProblem == otep235.Truncated {
 			p.truncated.Add(1)
 		}
 		span.TraceState().FromRaw(lastOut)
-		if reason != "" && p.cfg.ReasonAttribute != "" && span.ParentSpanID().IsEmpty() {
-			span.Attributes().PutStr(p.cfg.ReasonAttribute, reason)
+		if m.reason != "" && p.cfg.ReasonAttribute != "" && span.ParentSpanID().IsEmpty() {
+			span.Attributes().PutStr(p.cfg.ReasonAttribute, m.reason)
 		}
 	})
 }

@@ -543,14 +543,58 @@ func TestStampBytesAreInTheBudget(t *testing.T) {
 	ts.send(td)
 	ts.advance(3 * time.Second)
 	v, _, _ := ts.p.drain()
+	// The budget books each kept fragment as it was buffered — its spans
+	// with their resource and scope — and the th written into it; what
+	// leaves is merged per resource, so it is at most that.
 	var m ptrace.ProtoMarshaler
-	left := 0
+	left, asBuffered := 0, 0
 	for _, out := range ts.sink.AllTraces() {
 		left += m.TracesSize(out)
+		for _, one := range byTrace(out) {
+			asBuffered += m.TracesSize(one)
+		}
 	}
-	// Requests are sized whole; buffered chunks carry a resource each, so
-	// allow a few percent either way.
-	assert.InEpsilon(t, float64(left), v.kept, 0.03, "booked %.0f bytes, %d left", v.kept, left)
+	// th is estimated at 12 bytes a span; "ot=th:8" takes 9.
+	assert.InEpsilon(t, float64(asBuffered), v.kept, 0.02, "booked %.0f bytes, the kept traces as buffered %d", v.kept, asBuffered)
+	assert.Less(t, float64(left), v.kept, "what left, merged per resource")
+}
+
+// byTrace splits td into a Traces per trace holding its spans under their
+// resource and scope: what a trace sent whole in one request was buffered
+// as.
+func byTrace(td ptrace.Traces) map[pcommon.TraceID]ptrace.Traces {
+	out := map[pcommon.TraceID]ptrace.Traces{}
+	type place struct {
+		id     pcommon.TraceID
+		rs, ss int
+	}
+	scopes := map[place]ptrace.SpanSlice{}
+	for i := 0; i < td.ResourceSpans().Len(); i++ {
+		rs := td.ResourceSpans().At(i)
+		for j := 0; j < rs.ScopeSpans().Len(); j++ {
+			ss := rs.ScopeSpans().At(j)
+			for k := 0; k < ss.Spans().Len(); k++ {
+				s := ss.Spans().At(k)
+				at := place{s.TraceID(), i, j}
+				spans, ok := scopes[at]
+				if !ok {
+					one, ok := out[at.id]
+					if !ok {
+						one = ptrace.NewTraces()
+						out[at.id] = one
+					}
+					to := one.ResourceSpans().AppendEmpty()
+					rs.Resource().CopyTo(to.Resource())
+					toSS := to.ScopeSpans().AppendEmpty()
+					ss.Scope().CopyTo(toSS.Scope())
+					spans = toSS.Spans()
+					scopes[at] = spans
+				}
+				s.CopyTo(spans.AppendEmpty())
+			}
+		}
+	}
+	return out
 }
 
 // Skewed clocks (±400 ms between pods) and a third of the traces without a

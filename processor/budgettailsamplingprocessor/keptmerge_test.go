@@ -1,0 +1,119 @@
+package budgettailsamplingprocessor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
+)
+
+// Traces a pass keeps leave as one request with a ResourceSpans per
+// resource, not one per fragment (each with its resource again), and each
+// span still carries its own trace's threshold and reason.
+func TestKeptFragmentsLeaveMergedPerResource(t *testing.T) {
+	cfg := testConfig()
+	cfg.ReasonAttribute = "sampling.reason"
+	ts := newTestSampler(t, cfg)
+	storeBaselinePolicy(ts, "", 0.5)
+	ts.p.priming.Store(false)
+	ts.p.lastAdj = ts.now.Add(time.Hour)
+
+	start := ts.now
+	type sent struct {
+		id      pcommon.TraceID
+		service string
+		err     bool
+	}
+	traces := []sent{
+		{traceIDWithRandomness(1, 0.9), "checkout", true},
+		{traceIDWithRandomness(2, 0.9), "checkout", false},
+		{traceIDWithRandomness(3, 0.9), "cart", false},
+		{traceIDWithRandomness(4, 0.9), "checkout", false},
+	}
+	// Each trace in two requests: a child, then its root.
+	for _, tr := range traces {
+		child := oneSpan(tr.service, tr.id, 2, 1, start, 10*time.Millisecond)
+		if tr.err {
+			child.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Status().SetCode(ptrace.StatusCodeError)
+		}
+		ts.send(child)
+	}
+	for _, tr := range traces {
+		ts.send(oneSpan(tr.service, tr.id, 1, 0, start, 20*time.Millisecond))
+	}
+	ts.advance(3 * time.Second)
+
+	require.Len(t, ts.sink.AllTraces(), 1, "one pass, one request")
+	td := ts.sink.AllTraces()[0]
+	require.Equal(t, 8, td.SpanCount())
+	services := map[string]int{}
+	for i := 0; i < td.ResourceSpans().Len(); i++ {
+		rs := td.ResourceSpans().At(i)
+		name, _ := rs.Resource().Attributes().Get("service.name")
+		services[name.Str()]++
+		assert.Equal(t, 1, rs.ScopeSpans().Len(), "one ScopeSpans per scope in %s", name.Str())
+	}
+	assert.Equal(t, map[string]int{"checkout": 1, "cart": 1}, services, "ResourceSpans per service")
+
+	errID := traces[0].id
+	spanwalk.Traces(td, func(_ ptrace.ResourceSpans, s ptrace.Span) {
+		th, reason := "ot=th:8", "baseline"
+		if s.TraceID() == errID {
+			th, reason = "ot=th:0", "error"
+		}
+		assert.Equal(t, th, s.TraceState().AsRaw(), "threshold of a span of %x", s.TraceID())
+		got, ok := s.Attributes().Get("sampling.reason")
+		if s.ParentSpanID().IsEmpty() {
+			assert.Equal(t, reason, got.Str(), "reason on the root of %x", s.TraceID())
+		} else {
+			assert.False(t, ok, "no reason on a child span")
+		}
+	})
+}
+
+// Fragments that differ in their resource or scope stay apart; equal ones
+// join whatever their order, and no span is lost or doubled.
+func TestKeptMergerGroupsByResourceAndScope(t *testing.T) {
+	build := func(service, scope string, spans ...byte) []byte {
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", service)
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName(scope)
+		for _, b := range spans {
+			s := ss.Spans().AppendEmpty()
+			s.SetTraceID(pcommon.TraceID{b})
+			s.SetSpanID(pcommon.SpanID{b})
+		}
+		var m ptrace.ProtoMarshaler
+		out, err := m.MarshalTraces(td)
+		require.NoError(t, err)
+		return out
+	}
+	m := newKeptMerger()
+	m.add(build("a", "http", 1, 2), mark{reason: "1"})
+	m.add(build("b", "http", 3), mark{reason: "2"})
+	m.add(build("a", "db", 4), mark{reason: "3"})
+	m.add(build("a", "http", 5), mark{reason: "4"})
+	encoded, marks, err := m.merged()
+	require.NoError(t, err)
+	var u ptrace.ProtoUnmarshaler
+	td, err := u.UnmarshalTraces(encoded)
+	require.NoError(t, err)
+
+	var got []string
+	i := 0
+	spanwalk.Traces(td, func(rs ptrace.ResourceSpans, s ptrace.Span) {
+		svc, _ := rs.Resource().Attributes().Get("service.name")
+		got = append(got, svc.Str()+"/"+string('0'+rune(s.TraceID()[0]))+"/"+marks[i].reason)
+		i++
+	})
+	assert.Equal(t, []string{"a/1/1", "a/2/1", "a/5/4", "a/4/3", "b/3/2"}, got)
+	assert.Equal(t, 2, td.ResourceSpans().Len())
+	assert.Equal(t, 2, td.ResourceSpans().At(0).ScopeSpans().Len(), "a's http and db scopes")
+}
