@@ -118,19 +118,25 @@ func (p *budgetTailSampler) forwardMerged(ctx context.Context, m *keptMerger) {
 	}
 	// We marshaled every fragment ourselves, so this takes memory
 	// corruption; what can still be read goes on, fragment by fragment.
-	p.logger.Error("cannot merge kept fragments", zap.Int("fragments", len(m.chunkEnds)), zap.Error(err))
+	p.logger.Error("cannot merge kept fragments", zap.Int("fragments", len(m.chunks)), zap.Error(err))
+	p.forwardEach(ctx, m)
+}
+
+// forwardEach decodes the fragments m holds one by one, a ResourceSpans
+// each, and hands them on as one request.
+func (p *budgetTailSampler) forwardEach(ctx context.Context, m *keptMerger) {
+	var u ptrace.ProtoUnmarshaler
 	out := ptrace.NewTraces()
-	from := 0
-	for i, end := range m.chunkEnds {
-		td, err := u.UnmarshalTraces(m.w.buf[from:end])
-		from = end
+	var marks []mark
+	for i, chunk := range m.chunks {
+		td, err := u.UnmarshalTraces(chunk)
 		if err != nil {
 			p.logger.Error("cannot decode a kept fragment", zap.Error(err))
 			continue
 		}
-		marks := make([]mark, td.SpanCount())
-		for j := range marks {
-			marks[j] = m.chunkMarks[i]
+		marks = marks[:0]
+		for range td.SpanCount() {
+			marks = append(marks, m.marks[i])
 		}
 		p.stamp(td, marks)
 		td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())

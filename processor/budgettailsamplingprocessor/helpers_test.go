@@ -23,7 +23,7 @@ import (
 )
 
 type testSampler struct {
-	t    *testing.T
+	t    testing.TB
 	p    *budgetTailSampler
 	sink *consumertest.TracesSink
 	tel  *componenttest.Telemetry
@@ -44,7 +44,7 @@ func testConfig() *Config {
 
 // newTestSampler builds a sampler on a fake clock; nothing runs by itself:
 // tests advance the clock and call decideExpired and adjust.
-func newTestSampler(t *testing.T, cfg *Config) *testSampler {
+func newTestSampler(t testing.TB, cfg *Config) *testSampler {
 	t.Helper()
 	require.NoError(t, cfg.Validate())
 	ts := &testSampler{t: t, sink: new(consumertest.TracesSink), tel: componenttest.NewTelemetry(), now: time.Unix(1_700_000_000, 0)}
@@ -65,7 +65,7 @@ func newTestSampler(t *testing.T, cfg *Config) *testSampler {
 // assertStoresHoldTheBuffer checks that every shard's store has a slot in
 // use for each buffered trace and no other: a trace that left without its
 // slot released leaks it, one released twice frees a live trace's slot.
-func assertStoresHoldTheBuffer(t *testing.T, p *budgetTailSampler) {
+func assertStoresHoldTheBuffer(t testing.TB, p *budgetTailSampler) {
 	t.Helper()
 	for i, sh := range p.shards {
 		sh.mu.Lock()

@@ -24,138 +24,133 @@ type mark struct {
 // fragment per service, and the traces a pass keeps from one pod share its
 // resource. Equal bytes are the test: pdata encodes equal resources alike.
 type keptMerger struct {
-	w requestWire
-	// chunkEnds are where each fragment ends in w.buf, and chunkMarks
-	// what its spans are stamped with.
-	chunkEnds  []int
-	chunkMarks []mark
-	resources  []resourceGroup
-	byHash     map[uint64][]int32 // a resource's hash: its groups
-	seed       maphash.Seed
+	// chunks are the fragments' encodings, marks what their spans are
+	// stamped with.
+	chunks [][]byte
+	marks  []mark
+	// index is each fragment's index in turn.
+	index     requestWire
+	resources []resourceGroup
+	byHash    map[uint64][]int32 // a resource's hash: its groups
+	seed      maphash.Seed
+}
+
+// piece is a range of one fragment's encoding.
+type piece struct {
+	chunk int32
+	byteRange
 }
 
 type resourceGroup struct {
-	rs     int32 // a ResourceSpans record with the resource's bytes
-	scopes []scopeGroup
+	head, tail piece // the ResourceSpans' fields around its ScopeSpans
+	scopes     []scopeGroup
 }
 
 type scopeGroup struct {
-	ss    int32 // a ScopeSpans record with the scope's bytes
-	hash  uint64
-	spans []int32 // span records, in arrival order
+	head, tail piece // the ScopeSpans' fields around its spans
+	hash       uint64
+	spans      []piece // span records, in arrival order
 }
 
 func newKeptMerger() *keptMerger {
 	return &keptMerger{byHash: map[uint64][]int32{}, seed: maphash.MakeSeed()}
 }
 
-// add appends a fragment's encoding, its spans to be stamped with m.
+// add takes a fragment's encoding, its spans to be stamped with m; the
+// encoding must stay unchanged until merged returns.
 func (k *keptMerger) add(encoded []byte, m mark) {
-	k.w.buf = append(k.w.buf, encoded...)
-	k.chunkEnds = append(k.chunkEnds, len(k.w.buf))
-	k.chunkMarks = append(k.chunkMarks, m)
+	k.chunks = append(k.chunks, encoded)
+	k.marks = append(k.marks, m)
 }
 
-func (k *keptMerger) empty() bool { return len(k.chunkEnds) == 0 }
+func (k *keptMerger) empty() bool { return len(k.chunks) == 0 }
+
+func (k *keptMerger) bytes(p piece) []byte { return k.chunks[p.chunk][p.from:p.to] }
 
 // merged is the fragments' spans as one TracesData, and each span's mark
 // in the order the encoding holds the spans.
 func (k *keptMerger) merged() ([]byte, []mark, error) {
-	if err := k.w.indexRecords(); err != nil {
-		return nil, nil, err
-	}
-	for r := range k.w.rs {
-		k.group(int32(r))
-	}
-	out := make([]byte, 0, len(k.w.buf))
-	marks := make([]mark, 0, len(k.w.spans))
-	chunkOf := func(s int32) int {
-		// Spans are indexed in buffer order, fragments too: a binary
-		// search keeps this exact whatever the fragments' sizes.
-		from := k.w.spans[s].from
-		lo, hi := 0, len(k.chunkEnds)
-		for lo < hi {
-			mid := (lo + hi) / 2
-			if k.chunkEnds[mid] <= from {
-				lo = mid + 1
-			} else {
-				hi = mid
-			}
+	size, spans := 0, 0
+	for c, chunk := range k.chunks {
+		k.index.buf = chunk
+		if err := k.index.indexRecords(); err != nil {
+			return nil, nil, err
 		}
-		return lo
+		for r := range k.index.rs {
+			k.group(int32(c), &k.index.rs[r])
+		}
+		size += len(chunk)
+		spans += len(k.index.spans)
 	}
+	k.index.buf = nil
+	out := make([]byte, 0, size)
+	marks := make([]mark, 0, spans)
 	for _, g := range k.resources {
-		rs := &k.w.rs[g.rs]
-		body := rs.head.len() + rs.tail.len()
+		body := g.head.len() + g.tail.len()
 		for _, sg := range g.scopes {
-			body += otlpsize.Field(k.scopeBody(sg))
+			body += otlpsize.Field(scopeBody(sg))
 		}
 		out = protowire.AppendTag(out, resourceSpansField, protowire.BytesType)
 		out = protowire.AppendVarint(out, uint64(body))
-		out = append(out, k.w.bytes(rs.head)...)
+		out = append(out, k.bytes(g.head)...)
 		for _, sg := range g.scopes {
-			ss := &k.w.ss[sg.ss]
 			out = protowire.AppendTag(out, scopeSpansField, protowire.BytesType)
-			out = protowire.AppendVarint(out, uint64(k.scopeBody(sg)))
-			out = append(out, k.w.bytes(ss.head)...)
+			out = protowire.AppendVarint(out, uint64(scopeBody(sg)))
+			out = append(out, k.bytes(sg.head)...)
 			for _, s := range sg.spans {
-				out = append(out, k.w.bytes(k.w.spans[s].byteRange)...)
-				marks = append(marks, k.chunkMarks[chunkOf(s)])
+				out = append(out, k.bytes(s)...)
+				marks = append(marks, k.marks[s.chunk])
 			}
-			out = append(out, k.w.bytes(ss.tail)...)
+			out = append(out, k.bytes(sg.tail)...)
 		}
-		out = append(out, k.w.bytes(rs.tail)...)
+		out = append(out, k.bytes(g.tail)...)
 	}
 	return out, marks, nil
 }
 
-func (k *keptMerger) scopeBody(sg scopeGroup) int {
-	ss := &k.w.ss[sg.ss]
-	n := ss.head.len() + ss.tail.len()
+func scopeBody(sg scopeGroup) int {
+	n := sg.head.len() + sg.tail.len()
 	for _, s := range sg.spans {
-		n += k.w.spans[s].len()
+		n += s.len()
 	}
 	return n
 }
 
-// group files ResourceSpans record r's spans under its resource's and its
-// scopes' groups.
-func (k *keptMerger) group(r int32) {
-	rs := &k.w.rs[r]
-	head, tail := k.w.bytes(rs.head), k.w.bytes(rs.tail)
-	h := maphash.Bytes(k.seed, head) ^ maphash.Bytes(k.seed, tail)*31
+// group files a ResourceSpans record of fragment c (in k.index) under its
+// resource's group, and its spans under their scopes'.
+func (k *keptMerger) group(c int32, rs *rsRecord) {
+	head, tail := piece{c, rs.head}, piece{c, rs.tail}
+	h := maphash.Bytes(k.seed, k.bytes(head)) ^ maphash.Bytes(k.seed, k.bytes(tail))*31
 	g := int32(-1)
-	for _, c := range k.byHash[h] {
-		o := &k.w.rs[k.resources[c].rs]
-		if bytes.Equal(k.w.bytes(o.head), head) && bytes.Equal(k.w.bytes(o.tail), tail) {
-			g = c
+	for _, i := range k.byHash[h] {
+		o := &k.resources[i]
+		if bytes.Equal(k.bytes(o.head), k.bytes(head)) && bytes.Equal(k.bytes(o.tail), k.bytes(tail)) {
+			g = i
 			break
 		}
 	}
 	if g < 0 {
 		g = int32(len(k.resources))
-		k.resources = append(k.resources, resourceGroup{rs: r})
+		k.resources = append(k.resources, resourceGroup{head: head, tail: tail})
 		k.byHash[h] = append(k.byHash[h], g)
 	}
-	for j := range rs.numSS {
-		ss := int32(rs.firstSS + j)
-		rec := &k.w.ss[ss]
-		sh, st := k.w.bytes(rec.head), k.w.bytes(rec.tail)
-		hs := maphash.Bytes(k.seed, sh) ^ maphash.Bytes(k.seed, st)*31
-		scopes := k.resources[g].scopes
+	scopes := k.resources[g].scopes
+	for _, ss := range k.index.ss[rs.firstSS : rs.firstSS+rs.numSS] {
+		sh, st := piece{c, ss.head}, piece{c, ss.tail}
+		hs := maphash.Bytes(k.seed, k.bytes(sh)) ^ maphash.Bytes(k.seed, k.bytes(st))*31
 		i := 0
 		for ; i < len(scopes); i++ {
-			o := &k.w.ss[scopes[i].ss]
-			if scopes[i].hash == hs && bytes.Equal(k.w.bytes(o.head), sh) && bytes.Equal(k.w.bytes(o.tail), st) {
+			o := &scopes[i]
+			if o.hash == hs && bytes.Equal(k.bytes(o.head), k.bytes(sh)) && bytes.Equal(k.bytes(o.tail), k.bytes(st)) {
 				break
 			}
 		}
 		if i == len(scopes) {
-			scopes = append(scopes, scopeGroup{ss: ss, hash: hs})
+			scopes = append(scopes, scopeGroup{head: sh, tail: st, hash: hs})
 		}
-		for s := rec.firstSpan; s < rec.firstSpan+rec.numSpans; s++ {
-			scopes[i].spans = append(scopes[i].spans, int32(s))
+		for _, s := range k.index.spans[ss.firstSpan : ss.firstSpan+ss.numSpans] {
+			scopes[i].spans = append(scopes[i].spans, piece{c, s.byteRange})
 		}
-		k.resources[g].scopes = scopes
 	}
+	k.resources[g].scopes = scopes
 }

@@ -1,8 +1,13 @@
 package budgettailsamplingprocessor
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,4 +149,69 @@ func TestMergedOutputOfSDKTraffic(t *testing.T) {
 	// Fragment by fragment, what left was the booked volume (1.0×); 0.66×
 	// when merging was added.
 	assert.Less(t, float64(left), 0.8*v.kept, "merged per resource")
+}
+
+// BenchmarkForward hands on what a pass keeps at 100k spans/s and 3% —
+// about 60 traces — merged per resource and fragment by fragment, on SDK
+// clients' traffic and on the reference workload's (a ResourceSpans a
+// trace).
+//
+//	go test -run '^$' -bench Forward -count 5 ./processor/budgettailsamplingprocessor/
+func BenchmarkForward(b *testing.B) {
+	for _, shape := range []string{"sdk_batches", "reference"} {
+		cfg := testConfig()
+		cfg.DecisionWait, cfg.DecisionWaitAfterRoot = time.Hour, time.Hour
+		ts := newTestSampler(b, cfg)
+		if shape == "sdk_batches" {
+			fleet := workload.NewFleet(workload.FleetOptions{Seed: 3}, ts.now)
+			for range 100 {
+				for range 20 {
+					fleet.Start(ts.now)
+				}
+				ts.now = ts.now.Add(100 * time.Millisecond)
+				for _, req := range fleet.Exports(ts.now) {
+					require.NoError(b, ts.p.ConsumeTraces(context.Background(), req.Traces))
+				}
+			}
+		} else {
+			g := workload.NewGenerator(workload.Options{Services: 10})
+			td, _ := g.Batch(2000)
+			require.NoError(b, ts.p.ConsumeTraces(context.Background(), td))
+		}
+		var kept [][][]byte // each trace's chunks
+		for _, sh := range ts.p.shards {
+			sh.each(func(t *trace) {
+				if len(kept) < 60 {
+					kept = append(kept, sh.held(t).chunks)
+				}
+			})
+		}
+		ts.p.next = consumertest.NewNop()
+		fill := func() *keptMerger {
+			m := newKeptMerger()
+			for i, chunks := range kept {
+				for _, c := range chunks {
+					m.add(c, mark{th: sampling.AlwaysSampleThreshold, reason: fmt.Sprint(i % 2)})
+				}
+			}
+			return m
+		}
+		spans := 0
+		for _, chunks := range kept {
+			for _, c := range chunks {
+				td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(c)
+				require.NoError(b, err)
+				spans += td.SpanCount()
+			}
+		}
+		for name, forward := range map[string]func(context.Context, *keptMerger){"merged": ts.p.forwardMerged, "each": ts.p.forwardEach} {
+			b.Run(shape+"/"+name, func(b *testing.B) {
+				b.ReportAllocs()
+				for range b.N {
+					forward(context.Background(), fill())
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
+			})
+		}
+	}
 }
