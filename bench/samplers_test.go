@@ -361,9 +361,9 @@ func BenchmarkTailSamplers(b *testing.B) {
 				}
 				p, budget, stop := comparedProcessor(b, kind, key, sink, warm)
 				defer func() { stop() }()
-				measure := func(p consumer.Traces) loopResult {
+				measure := func(p consumer.Traces, budget float64) loopResult {
 					runtime.GC()
-					r := loopResult{}
+					r := loopResult{budget: budget}
 					kept0 := sink.spans.Load()
 					var mem0, mem1 runtime.MemStats
 					runtime.ReadMemStats(&mem0)
@@ -382,8 +382,7 @@ func BenchmarkTailSamplers(b *testing.B) {
 					r.kept = float64(sink.spans.Load()-kept0) / float64(r.spans)
 					return r
 				}
-				r := measure(p)
-				r.budget = budget
+				r := measure(p, budget)
 				if kind == "contrib" && !smoke {
 					contribKept[key] = r.kept
 				}
@@ -405,8 +404,7 @@ func BenchmarkTailSamplers(b *testing.B) {
 						proc := newOurSampler(b, sink, oursConfig(budget, kind))
 						stop = func() { _ = proc.Shutdown(context.Background()) }
 						warm(proc)
-						r = measure(proc)
-						r.budget = budget
+						r = measure(proc, budget)
 						if off(r.kept, target) < off(best.kept, target) {
 							best = r
 						}

@@ -116,11 +116,17 @@ func scopeBody(sg scopeGroup) int {
 	return n
 }
 
+// hash is the hash of a record's fields around its children (a resource or
+// a scope, and its schema URL).
+func (k *keptMerger) hash(head, tail piece) uint64 {
+	return maphash.Bytes(k.seed, k.bytes(head)) ^ maphash.Bytes(k.seed, k.bytes(tail))*31
+}
+
 // group files a ResourceSpans record of fragment c (in k.index) under its
 // resource's group, and its spans under their scopes'.
 func (k *keptMerger) group(c int32, rs *rsRecord) {
 	head, tail := piece{c, rs.head}, piece{c, rs.tail}
-	h := maphash.Bytes(k.seed, k.bytes(head)) ^ maphash.Bytes(k.seed, k.bytes(tail))*31
+	h := k.hash(head, tail)
 	g := int32(-1)
 	for _, i := range k.byHash[h] {
 		o := &k.resources[i]
@@ -137,7 +143,7 @@ func (k *keptMerger) group(c int32, rs *rsRecord) {
 	scopes := k.resources[g].scopes
 	for _, ss := range k.index.ss[rs.firstSS : rs.firstSS+rs.numSS] {
 		sh, st := piece{c, ss.head}, piece{c, ss.tail}
-		hs := maphash.Bytes(k.seed, k.bytes(sh)) ^ maphash.Bytes(k.seed, k.bytes(st))*31
+		hs := k.hash(sh, st)
 		i := 0
 		for ; i < len(scopes); i++ {
 			o := &scopes[i]
