@@ -5,7 +5,6 @@ import (
 	"hash/maphash"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/otlpsize"
 )
@@ -50,6 +49,7 @@ type scopeGroup struct {
 	head, tail piece // the ScopeSpans' fields around its spans
 	hash       uint64
 	spans      []piece // span records, in arrival order
+	body       int     // the merged ScopeSpans' body size, spans filed so far
 }
 
 func newKeptMerger() *keptMerger {
@@ -88,14 +88,12 @@ func (k *keptMerger) merged() ([]byte, []mark, error) {
 	for _, g := range k.resources {
 		body := g.head.len() + g.tail.len()
 		for _, sg := range g.scopes {
-			body += otlpsize.Field(scopeBody(sg))
+			body += otlpsize.Field(sg.body)
 		}
-		out = protowire.AppendTag(out, resourceSpansField, protowire.BytesType)
-		out = protowire.AppendVarint(out, uint64(body))
+		out = appendMessageHeader(out, resourceSpansField, body)
 		out = append(out, k.bytes(g.head)...)
 		for _, sg := range g.scopes {
-			out = protowire.AppendTag(out, scopeSpansField, protowire.BytesType)
-			out = protowire.AppendVarint(out, uint64(scopeBody(sg)))
+			out = appendMessageHeader(out, scopeSpansField, sg.body)
 			out = append(out, k.bytes(sg.head)...)
 			for _, s := range sg.spans {
 				out = append(out, k.bytes(s)...)
@@ -106,14 +104,6 @@ func (k *keptMerger) merged() ([]byte, []mark, error) {
 		out = append(out, k.bytes(g.tail)...)
 	}
 	return out, marks, nil
-}
-
-func scopeBody(sg scopeGroup) int {
-	n := sg.head.len() + sg.tail.len()
-	for _, s := range sg.spans {
-		n += s.len()
-	}
-	return n
 }
 
 // hash is the hash of a record's fields around its children (a resource or
@@ -152,10 +142,11 @@ func (k *keptMerger) group(c int32, rs *rsRecord) {
 			}
 		}
 		if i == len(scopes) {
-			scopes = append(scopes, scopeGroup{head: sh, tail: st, hash: hs})
+			scopes = append(scopes, scopeGroup{head: sh, tail: st, hash: hs, body: sh.len() + st.len()})
 		}
 		for _, s := range k.index.spans[ss.firstSpan : ss.firstSpan+ss.numSpans] {
 			scopes[i].spans = append(scopes[i].spans, piece{c, s.byteRange})
+			scopes[i].body += s.len()
 		}
 	}
 	k.resources[g].scopes = scopes

@@ -190,14 +190,12 @@ func (w *requestWire) appendEncoding(dst []byte, first int32) []byte {
 			continue
 		}
 		n, _ := w.resourceSpansBody(s)
-		dst = protowire.AppendTag(dst, resourceSpansField, protowire.BytesType)
-		dst = protowire.AppendVarint(dst, uint64(n))
+		dst = appendMessageHeader(dst, resourceSpansField, n)
 		dst = append(dst, w.bytes(rs.head)...)
 		for s >= 0 && w.rsOf(s) == r {
 			ss := w.spans[s].ss
 			m, _ := w.scopeSpansBody(s)
-			dst = protowire.AppendTag(dst, scopeSpansField, protowire.BytesType)
-			dst = protowire.AppendVarint(dst, uint64(m))
+			dst = appendMessageHeader(dst, scopeSpansField, m)
 			dst = append(dst, w.bytes(w.ss[ss].head)...)
 			for ; s >= 0 && w.spans[s].ss == ss; s = w.spans[s].next {
 				dst = append(dst, w.bytes(w.spans[s].byteRange)...)
@@ -207,6 +205,13 @@ func (w *requestWire) appendEncoding(dst []byte, first int32) []byte {
 		dst = append(dst, w.bytes(rs.tail)...)
 	}
 	return dst
+}
+
+// appendMessageHeader appends the tag and length of field n, a message
+// whose body is size bytes.
+func appendMessageHeader(dst []byte, n protowire.Number, size int) []byte {
+	dst = protowire.AppendTag(dst, n, protowire.BytesType)
+	return protowire.AppendVarint(dst, uint64(size))
 }
 
 // resourceSpansBody sizes the body of a ResourceSpans holding the
