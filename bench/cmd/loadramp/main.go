@@ -213,22 +213,20 @@ var setupsByName = map[string]setup{
 	"gateway_none":  {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
 }
 
-func ramp(bin string, s setup, reqs []request, start, factor float64, steps int, step time.Duration, workers int) ([]stepResult, error) {
-	dir, err := os.MkdirTemp("", "loadramp")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	var sinkAddrs []string
-	sinkRequests := new(atomic.Int64)
-	for range s.sinks {
-		addr, stop, err := startRawSink(sinkRequests)
-		if err != nil {
-			return nil, err
-		}
-		defer stop()
-		sinkAddrs = append(sinkAddrs, addr)
-	}
+// collector is a running binary: where it takes OTLP/gRPC, its process,
+// closed when it exits, and its output.
+type collector struct {
+	grpcAddr string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	logs     *procwatch.Output
+	stop     func()
+}
+
+// startCollector starts the binary with setup s on free loopback ports,
+// its sampler endpoints the sinks, and waits until it is healthy; stop
+// shuts it down.
+func startCollector(bin string, s setup, dir string, sinkAddrs []string) (*collector, error) {
 	grpcAddr, health := freeAddr(), freeAddr()
 	args := []string{"--config", filepath.Join(repoRoot(), s.config)}
 	if extra := os.Getenv("LOADRAMP_EXTRA_CONFIG"); extra != "" {
@@ -257,7 +255,7 @@ func ramp(bin string, s setup, reqs []request, start, factor float64, steps int,
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	defer func() {
+	stop := func() {
 		if os.Getenv("LOADRAMP_LOGS") != "" {
 			defer func() { fmt.Fprintln(os.Stderr, logs.String()) }()
 		}
@@ -268,11 +266,45 @@ func ramp(bin string, s setup, reqs []request, start, factor float64, steps int,
 			_ = cmd.Process.Kill()
 			<-exited
 		}
-	}()
+	}
 	if err := procwatch.WaitReady("http://"+health+"/", exited, time.Minute); err != nil {
+		stop()
 		return nil, fmt.Errorf("collector health check: %w\n%s", err, logs.String())
 	}
-	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	return &collector{grpcAddr: grpcAddr, cmd: cmd, exited: exited, logs: logs, stop: stop}, nil
+}
+
+func ramp(bin string, s setup, reqs []request, start, factor float64, steps int, step time.Duration, workers int) ([]stepResult, error) {
+	dir, err := os.MkdirTemp("", "loadramp")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	var sinkAddrs []string
+	sinkRequests := new(atomic.Int64)
+	for range s.sinks {
+		addr, stop, err := startRawSink(sinkRequests)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		sinkAddrs = append(sinkAddrs, addr)
+	}
+	var c *collector
+	// A port freeAddr found free can be taken before the collector binds
+	// it (tests of other packages run beside this one): then the
+	// collector starts again on other ports.
+	for attempt := 1; ; attempt++ {
+		c, err = startCollector(bin, s, dir, sinkAddrs)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer c.stop()
+	conn, err := grpc.NewClient(c.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
 	if err != nil {
 		return nil, err
@@ -283,14 +315,14 @@ func ramp(bin string, s setup, reqs []request, start, factor float64, steps int,
 	rate := start
 	for i := 0; i < steps; i++ {
 		delivered0 := sinkRequests.Load()
-		r := runStep(conn, cmd.Process.Pid, reqs, rate, step, workers)
+		r := runStep(conn, c.cmd.Process.Pid, reqs, rate, step, workers)
 		r.sinkRequests = sinkRequests.Load() - delivered0
 		fmt.Fprintf(os.Stderr, "step %d: offered %.0f sent %.0f spans/s, refused %.2f%%, collector %.2f µs/span, generator %.2f µs/span, RSS %d MiB, latency p50 %.1f p99 %.1f ms\n",
 			i+1, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB, ms(r.p50), ms(r.p99))
 		res = append(res, r)
 		select {
-		case <-exited:
-			return res, fmt.Errorf("collector exited during the run:\n%s", logs.String())
+		case <-c.exited:
+			return res, fmt.Errorf("collector exited during the run:\n%s", c.logs.String())
 		default:
 		}
 		if !r.passed {
