@@ -51,9 +51,6 @@ type request struct {
 // maxPooledTraces is the most traces a pooled request's map keeps room for.
 const maxPooledTraces = 4096
 
-// maxPooledEnvelopes is the most bytes of envelopes a pooled request keeps.
-const maxPooledEnvelopes = 1 << 20
-
 var requestPool = sync.Pool{New: func() any { return &request{byID: map[pcommon.TraceID]int32{}} }}
 
 // fragmentOf returns the index of id's fragment, adding it if new.
@@ -89,13 +86,7 @@ func (r *request) release() {
 	} else {
 		clear(r.byID)
 	}
-	if r.wire.direct && cap(r.wire.buf) <= maxPooledEnvelopes {
-		// Envelopes only, copied into the fragments: reused.
-		r.wire.buf = r.wire.buf[:0]
-	} else {
-		r.wire.buf = nil
-	}
-	r.wire.reset()
+	r.wire.buf = nil
 	requestPool.Put(r)
 }
 
@@ -131,10 +122,7 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 	for i := range req.frags {
 		f := &req.frags[i]
 		sh := p.shardOf(f.id)
-		if err := p.encode(req, f, &encoded); err != nil {
-			p.forward(ctx, &out)
-			return err
-		}
+		p.encode(req, f, &encoded)
 		if p.handoff != nil && p.handoff.proxy(sh, f.id, f, now) {
 			continue
 		}
@@ -153,29 +141,13 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 // buffer of its own, or with compression (the chunk is then a copy) into
 // reuse, the caller's buffer. Whoever keeps f.encoded past the next
 // fragment clones it.
-func (p *budgetTailSampler) encode(req *request, f *fragment, reuse *[]byte) error {
-	f.encoded = p.appendEncoding(req, f, reuse)
-	if int64(len(f.encoded)) == f.bytes {
-		return nil
-	}
-	// otlpwrite wrote a span otherwise than it sized it: a bug, which
-	// pdata's encoding of the request works around.
-	p.logger.Error("a span's encoding differs from its size; the request is marshaled instead",
-		zap.Int("sized", int(f.bytes)), zap.Int("written", len(f.encoded)))
-	if err := req.wire.indexInstead(); err != nil {
-		return err
-	}
-	f.bytes = int64(req.wire.encodedSize(f.first))
-	f.encoded = p.appendEncoding(req, f, reuse)
-	return nil
-}
-
-func (p *budgetTailSampler) appendEncoding(req *request, f *fragment, reuse *[]byte) []byte {
+func (p *budgetTailSampler) encode(req *request, f *fragment, reuse *[]byte) {
 	if p.codec.compress {
 		*reuse = req.wire.appendEncoding((*reuse)[:0], f.first)
-		return *reuse
+		f.encoded = *reuse
+		return
 	}
-	return req.wire.appendEncoding(make([]byte, 0, f.bytes), f.first)
+	f.encoded = req.wire.appendEncoding(make([]byte, 0, f.bytes), f.first)
 }
 
 // split cuts td into one fragment per trace, each summarized for the
@@ -191,13 +163,7 @@ func (p *budgetTailSampler) split(td ptrace.Traces) (*request, error) {
 		p.logger.Error("cannot index a request's encoding", zap.Int("spans", td.SpanCount()))
 		return nil, errUnexpectedEncoding
 	}
-	if !w.layout(td) {
-		p.indexed.Add(1)
-		if err := w.index(td); err != nil {
-			return refuse()
-		}
-	}
-	if len(w.rs) != rss.Len() {
+	if err := w.index(td); err != nil || len(w.rs) != rss.Len() {
 		return refuse()
 	}
 	sp := splitter{p: p}
@@ -248,7 +214,7 @@ func (p *budgetTailSampler) split(td ptrace.Traces) (*request, error) {
 				sp.summarize(f, rs, ss, span, spanAt{int32(i), int32(j), int32(k)})
 			}
 		}
-		rec.whole = oneTrace && found && !w.direct
+		rec.whole = oneTrace && found
 	}
 	if sp.invalid != [numInvalidCauses]int64{} || sp.hasRuleErrors() {
 		// Invalid spans and rule errors are rare; count them on the first shard.

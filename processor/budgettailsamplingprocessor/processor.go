@@ -57,12 +57,9 @@ type budgetTailSampler struct {
 
 	forwardFailed atomic.Int64
 	truncated     atomic.Int64 // tracestates cut to 32 members when th was written
-	// indexed counts requests pdata marshaled whole because they hold a
-	// field otlpwrite does not write (see requestWire).
-	indexed  atomic.Int64
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	stop          chan struct{}
+	wg            sync.WaitGroup
+	stopOnce      sync.Once
 
 	reasonAttrs [2][numReasons]metric.MeasurementOption
 	// ruleAttrs are per rule: matched, kept, dropped, errors.

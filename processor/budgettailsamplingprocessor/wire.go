@@ -7,31 +7,19 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/otlpsize"
-	"github.com/otelcol-cost/otelcol-cost/internal/otlpwrite"
 )
 
-// requestWire is a request's layout: where each ResourceSpans, ScopeSpans
-// and span record lies in its OTLP encoding, from which a fragment's
-// encoding is assembled. Two ways:
-//   - direct (layout): only the envelopes (resources, scopes, schema URLs)
-//     are written, into buf; spans are sized, and written by otlpwrite
-//     straight into their fragments' buffers;
-//   - indexed (index): pdata marshals the whole request into buf, and
-//     fragments copy its records. This is the way when pdata holds a field
-//     otlpwrite cannot see, and the way fragments' own encodings are read
-//     back (keptMerger).
-//
-// Direct saves marshaling the request, allocating its buffer and copying
-// every span out of it: a third of intake on deep traces.
+// requestWire is a request's OTLP encoding, indexed: where each
+// ResourceSpans, ScopeSpans and span record lies in it. A fragment's
+// encoding is assembled from it by copying records, so a request is
+// marshaled once whatever the number of traces in it (pdata marshals whole
+// messages only; re-encoding each fragment copied every span into a new
+// ptrace.Traces first, and re-encoded its resource).
 type requestWire struct {
 	buf   []byte
 	rs    []rsRecord
 	ss    []ssRecord
 	spans []spanRecord
-	// direct: spans are written from values (td's spans, in request order).
-	direct bool
-	values []ptrace.Span
-	td     ptrace.Traces
 }
 
 type byteRange struct{ from, to int }
@@ -57,9 +45,7 @@ type ssRecord struct {
 
 type spanRecord struct {
 	byteRange
-	// body is a direct layout's span size without tag and length.
-	body int32
-	ss   int32
+	ss int32
 	// next is the fragment's next span, -1 after its last.
 	next int32
 }
@@ -67,26 +53,21 @@ type spanRecord struct {
 // Field numbers in TracesData, ResourceSpans and ScopeSpans.
 const (
 	resourceSpansField protowire.Number = 1
-	resourceField      protowire.Number = 1
 	scopeSpansField    protowire.Number = 2
-	rsSchemaURLField   protowire.Number = 3
-	scopeField         protowire.Number = 1
 	spansField         protowire.Number = 2
-	ssSchemaURLField   protowire.Number = 3
 )
 
 var errUnexpectedEncoding = errors.New("unexpected layout of the request's OTLP encoding")
 
-var marshaler ptrace.ProtoMarshaler
-
 // index marshals td and records where its parts lie.
 func (w *requestWire) index(td ptrace.Traces) error {
-	w.buf, _ = marshaler.MarshalTraces(td)
+	var m ptrace.ProtoMarshaler
+	w.buf, _ = m.MarshalTraces(td)
 	return w.indexRecords()
 }
 
 func (w *requestWire) indexRecords() error {
-	w.reset()
+	w.rs, w.ss, w.spans = w.rs[:0], w.ss[:0], w.spans[:0]
 	for pos := 0; pos < len(w.buf); {
 		num, typ, body, end := w.field(pos, len(w.buf))
 		if end < 0 {
@@ -119,102 +100,6 @@ func (w *requestWire) indexResourceSpans(from, body, to int) error {
 	rs.numSS = len(w.ss) - rs.firstSS
 	w.rs = append(w.rs, rs)
 	return err
-}
-
-func (w *requestWire) reset() {
-	w.rs, w.ss, w.spans = w.rs[:0], w.ss[:0], w.spans[:0]
-	clear(w.values)
-	w.values, w.direct, w.td = w.values[:0], false, ptrace.Traces{}
-}
-
-// layout records td's layout without marshaling it: each ResourceSpans'
-// and ScopeSpans' envelope is written into buf, each span only sized. It
-// reports false when pdata sizes a ResourceSpans otherwise: it holds a
-// field otlpwrite does not write, and the request must be indexed.
-func (w *requestWire) layout(td ptrace.Traces) bool {
-	w.reset()
-	w.direct, w.td, w.buf = true, td, w.buf[:0]
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		rec := rsRecord{firstSS: len(w.ss)}
-		from := len(w.buf)
-		w.buf = otlpwrite.AppendResourceField(w.buf, int(resourceField), rs.Resource())
-		rec.head = byteRange{from, len(w.buf)}
-		size := rec.head.len()
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			size += otlpwrite.FieldSize(w.layoutScopeSpans(int32(i), sss.At(j)))
-		}
-		from = len(w.buf)
-		w.buf = otlpwrite.AppendStringField(w.buf, int(rsSchemaURLField), rs.SchemaUrl())
-		rec.tail = byteRange{from, len(w.buf)}
-		size += rec.tail.len()
-		rec.numSS = len(w.ss) - rec.firstSS
-		w.rs = append(w.rs, rec)
-		if size != marshaler.ResourceSpansSize(rs) {
-			return false
-		}
-	}
-	return true
-}
-
-// layoutScopeSpans records ss and returns the size of its body.
-func (w *requestWire) layoutScopeSpans(rs int32, ss ptrace.ScopeSpans) int {
-	rec := ssRecord{rs: rs, firstSpan: len(w.spans)}
-	from := len(w.buf)
-	w.buf = otlpwrite.AppendScopeField(w.buf, int(scopeField), ss.Scope())
-	rec.head = byteRange{from, len(w.buf)}
-	size := rec.head.len()
-	spans := ss.Spans()
-	for k := 0; k < spans.Len(); k++ {
-		span := spans.At(k)
-		n := otlpwrite.SpanSize(span)
-		w.spans = append(w.spans, spanRecord{body: int32(n), ss: int32(len(w.ss)), next: -1})
-		w.values = append(w.values, span)
-		size += otlpwrite.FieldSize(n)
-	}
-	from = len(w.buf)
-	w.buf = otlpwrite.AppendStringField(w.buf, int(ssSchemaURLField), ss.SchemaUrl())
-	rec.tail = byteRange{from, len(w.buf)}
-	rec.numSpans = len(w.spans) - rec.firstSpan
-	w.ss = append(w.ss, rec)
-	return size + rec.tail.len()
-}
-
-// indexInstead turns a direct layout into an indexed one, keeping the
-// fragments' links: for a span otlpwrite wrote otherwise than it sized.
-func (w *requestWire) indexInstead() error {
-	next := make([]int32, len(w.spans))
-	for i := range w.spans {
-		next[i] = w.spans[i].next
-	}
-	if err := w.index(w.td); err != nil {
-		return err
-	}
-	if len(w.spans) != len(next) {
-		return errUnexpectedEncoding
-	}
-	for i := range next {
-		w.spans[i].next = next[i]
-	}
-	return nil
-}
-
-// spanSize is span s's record in its ScopeSpans: tag, length and body.
-func (w *requestWire) spanSize(s int32) int {
-	if w.direct {
-		return otlpwrite.FieldSize(int(w.spans[s].body))
-	}
-	return w.spans[s].len()
-}
-
-func (w *requestWire) appendSpan(dst []byte, s int32) []byte {
-	if !w.direct {
-		return append(dst, w.bytes(w.spans[s].byteRange)...)
-	}
-	dst = appendMessageHeader(dst, spansField, int(w.spans[s].body))
-	return otlpwrite.AppendSpan(dst, w.values[s])
 }
 
 // children calls child for each record of field n in the message body
@@ -313,7 +198,7 @@ func (w *requestWire) appendEncoding(dst []byte, first int32) []byte {
 			dst = appendMessageHeader(dst, scopeSpansField, m)
 			dst = append(dst, w.bytes(w.ss[ss].head)...)
 			for ; s >= 0 && w.spans[s].ss == ss; s = w.spans[s].next {
-				dst = w.appendSpan(dst, s)
+				dst = append(dst, w.bytes(w.spans[s].byteRange)...)
 			}
 			dst = append(dst, w.bytes(w.ss[ss].tail)...)
 		}
@@ -347,7 +232,7 @@ func (w *requestWire) scopeSpansBody(s int32) (size int, next int32) {
 	ss := w.spans[s].ss
 	size = w.ss[ss].head.len() + w.ss[ss].tail.len()
 	for ; s >= 0 && w.spans[s].ss == ss; s = w.spans[s].next {
-		size += w.spanSize(s)
+		size += w.spans[s].len()
 	}
 	return size, s
 }

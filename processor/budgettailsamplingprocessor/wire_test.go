@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 )
@@ -102,8 +101,8 @@ func mixedRequest(seed uint64) ptrace.Traces {
 	return td
 }
 
-// Each fragment's encoding decodes to its trace's spans copied out, sized
-// as pdata sizes them; the request is left as it came.
+// Each fragment's encoding is, byte for byte, its trace's spans copied out
+// and marshaled by pdata; the request is left as it came.
 func TestFragmentsAreEncodedAsTheirTracesCopiedOut(t *testing.T) {
 	ts := newTestSampler(t, testConfig())
 	var m ptrace.ProtoMarshaler
@@ -117,15 +116,12 @@ func TestFragmentsAreEncodedAsTheirTracesCopiedOut(t *testing.T) {
 		require.Len(t, req.frags, len(want), "seed %d", seed)
 		var reuse []byte
 		for _, f := range req.frags {
-			require.NoError(t, ts.p.encode(req, &f, &reuse))
+			ts.p.encode(req, &f, &reuse)
 			w, ok := want[f.id]
 			require.True(t, ok, "seed %d: a fragment of an unknown trace", seed)
 			encoded, err := m.MarshalTraces(w)
 			require.NoError(t, err)
-			// otlpwrite orders fields otherwise than pdata: compare what
-			// pdata decodes, and the sizes.
-			require.Equal(t, encoded, asPdataWritesIt(t, f.encoded), "seed %d trace %v", seed, f.id)
-			assert.Len(t, f.encoded, len(encoded))
+			require.Equal(t, encoded, f.encoded, "seed %d trace %v", seed, f.id)
 			assert.EqualValues(t, len(encoded), f.bytes)
 			assert.Equal(t, w.SpanCount(), f.spans)
 		}
@@ -134,19 +130,6 @@ func TestFragmentsAreEncodedAsTheirTracesCopiedOut(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, before, after, "split changed the request")
 	}
-	assert.Zero(t, ts.p.indexed.Load(), "a request was marshaled whole")
-}
-
-// asPdataWritesIt decodes an encoding with pdata and marshals it again.
-func asPdataWritesIt(t testing.TB, b []byte) []byte {
-	t.Helper()
-	var u ptrace.ProtoUnmarshaler
-	td, err := u.UnmarshalTraces(b)
-	require.NoError(t, err)
-	var m ptrace.ProtoMarshaler
-	out, err := m.MarshalTraces(td)
-	require.NoError(t, err)
-	return out
 }
 
 // A request's encoding that is not as pdata writes it is refused whole,
@@ -162,84 +145,5 @@ func TestUnexpectedEncodingLayoutIsRefused(t *testing.T) {
 		w.rs, w.ss, w.spans = nil, nil, nil
 		err := w.indexRecords()
 		assert.ErrorIs(t, err, errUnexpectedEncoding, name)
-	}
-}
-
-// withHiddenFields is a request of one span whose resource attribute
-// carries a profiles string index (KeyValue field 3) beside its key:
-// something pdata keeps and marshals but does not show.
-func withHiddenFields(t *testing.T) ptrace.Traces {
-	t.Helper()
-	var kv, res, span, ss, rs, req []byte
-	kv = protowire.AppendTag(kv, 1, protowire.BytesType)
-	kv = protowire.AppendString(kv, "service.name")
-	kv = protowire.AppendTag(kv, 2, protowire.BytesType)
-	kv = protowire.AppendBytes(kv, protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "checkout"))
-	kv = protowire.AppendTag(kv, 3, protowire.VarintType)
-	kv = protowire.AppendVarint(kv, 7)
-	res = protowire.AppendTag(res, 1, protowire.BytesType)
-	res = protowire.AppendBytes(res, kv)
-	span = protowire.AppendTag(span, 1, protowire.BytesType)
-	span = protowire.AppendBytes(span, []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
-	span = protowire.AppendTag(span, 2, protowire.BytesType)
-	span = protowire.AppendBytes(span, []byte{1, 2, 3, 4, 5, 6, 7, 8})
-	ss = protowire.AppendTag(ss, 2, protowire.BytesType)
-	ss = protowire.AppendBytes(ss, span)
-	rs = protowire.AppendTag(rs, 1, protowire.BytesType)
-	rs = protowire.AppendBytes(rs, res)
-	rs = protowire.AppendTag(rs, 2, protowire.BytesType)
-	rs = protowire.AppendBytes(rs, ss)
-	req = protowire.AppendTag(req, 1, protowire.BytesType)
-	req = protowire.AppendBytes(req, rs)
-	var u ptrace.ProtoUnmarshaler
-	td, err := u.UnmarshalTraces(req)
-	require.NoError(t, err)
-	return td
-}
-
-// A request holding a field otlpwrite does not write is marshaled by
-// pdata whole, and its fragment keeps the field: nothing is lost.
-func TestHiddenFieldsAreKept(t *testing.T) {
-	ts := newTestSampler(t, testConfig())
-	td := withHiddenFields(t)
-	var m ptrace.ProtoMarshaler
-	want, err := m.MarshalTraces(td)
-	require.NoError(t, err)
-	req, err := ts.p.split(td)
-	require.NoError(t, err)
-	defer req.release()
-	require.Len(t, req.frags, 1)
-	var reuse []byte
-	require.NoError(t, ts.p.encode(req, &req.frags[0], &reuse))
-	assert.Equal(t, want, req.frags[0].encoded, "the fragment lost what pdata holds")
-	assert.EqualValues(t, 1, ts.p.indexed.Load())
-}
-
-// A direct layout turned indexed midway (otlpwrite wrote a span otherwise
-// than it sized it) keeps every fragment's spans: the rest are copied out
-// of pdata's encoding.
-func TestDirectLayoutTurnsIndexedKeepingFragments(t *testing.T) {
-	ts := newTestSampler(t, testConfig())
-	td := mixedRequest(7)
-	want := perTraceCopies(td)
-	req, err := ts.p.split(td)
-	require.NoError(t, err)
-	defer req.release()
-	require.True(t, req.wire.direct)
-	var m ptrace.ProtoMarshaler
-	var reuse []byte
-	for i := range req.frags {
-		f := &req.frags[i]
-		if i == len(req.frags)/2 {
-			require.NoError(t, req.wire.indexInstead())
-			require.False(t, req.wire.direct)
-		}
-		require.NoError(t, ts.p.encode(req, f, &reuse))
-		encoded, err := m.MarshalTraces(want[f.id])
-		require.NoError(t, err)
-		require.Equal(t, encoded, asPdataWritesIt(t, f.encoded), "fragment %d", i)
-		if !req.wire.direct {
-			assert.Equal(t, encoded, f.encoded, "fragment %d: indexed, pdata's bytes", i)
-		}
 	}
 }
