@@ -1,6 +1,12 @@
 package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
 
-import "time"
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
 
 // The policy comes from the volumes decided over each adjust interval. A
 // fresh sampler has decided nothing yet, and one back from an idle spell
@@ -59,6 +65,7 @@ func (p *budgetTailSampler) adjust() {
 		return
 	}
 	v, _, fragments := p.drain()
+	v.scaleAll(p.egress.update(p.unit, p.est.smoothing))
 	if v.empty() {
 		if fragments > 0 {
 			// Spans arrived but no decision fell in this interval (SDKs
@@ -77,6 +84,9 @@ func (p *budgetTailSampler) adjust() {
 
 func (p *budgetTailSampler) primeTick(now time.Time) {
 	v, intake, _ := p.drain()
+	ratio := p.egress.update(p.unit, p.est.smoothing)
+	v.scaleAll(ratio)
+	intake *= ratio
 	ps := &p.prime
 	if ps.intake == 0 {
 		// Traffic began after the last tick.
@@ -161,4 +171,55 @@ func (p *budgetTailSampler) drain() (v volumes, intake float64, fragments int64)
 // share is this instance's part of the tier's budget, in units per second.
 func (p *budgetTailSampler) share() float64 {
 	return p.unit.perSecond / float64(max(1, p.peers.Load()))
+}
+
+// egressMeter compares what kept traces weigh as they leave with what
+// their decisions booked. A decision books a trace's fragments as they were
+// buffered, each with its resource and scope; kept fragments leave merged
+// per resource and scope (keptMerger), which SDK clients' traffic, a
+// fragment per service and pod, shrinks by a quarter to a third. A bytes or
+// money budget would under-spend by that much: the volumes the policy is
+// learned from are scaled by the ratio instead.
+type egressMeter struct {
+	booked, left, spans atomic.Int64
+	// ratio is left/booked in budget units, smoothed; the adjust
+	// goroutine's. published is its bits, for the metrics.
+	ratio     float64
+	published atomic.Uint64
+}
+
+func newEgressMeter() *egressMeter {
+	m := &egressMeter{ratio: 1}
+	m.published.Store(math.Float64bits(1))
+	return m
+}
+
+func (m *egressMeter) current() float64 { return math.Float64frombits(m.published.Load()) }
+
+// add counts td, about to leave, whose decisions booked booked bytes.
+func (m *egressMeter) add(td ptrace.Traces, booked int64) {
+	m.booked.Add(booked)
+	var sizer ptrace.ProtoMarshaler
+	m.left.Add(int64(sizer.TracesSize(td)))
+	m.spans.Add(int64(td.SpanCount()))
+}
+
+// Bounds of the ratio: stamping th and the reason attribute can make a
+// trace leave larger than booked; merging cannot shrink it below its spans.
+const (
+	minEgressRatio = 0.2
+	maxEgressRatio = 1.5
+)
+
+// update folds what left since the last call into the ratio and returns it.
+func (m *egressMeter) update(u budgetUnit, smoothing float64) float64 {
+	booked, left, spans := m.booked.Swap(0), m.left.Swap(0), m.spans.Swap(0)
+	if booked <= 0 || u.perByte == 0 {
+		return m.ratio
+	}
+	cur := u.volume(int(spans), left) / u.volume(int(spans), booked)
+	cur = min(max(cur, minEgressRatio), maxEgressRatio)
+	m.ratio = smoothing*cur + (1-smoothing)*m.ratio
+	m.published.Store(math.Float64bits(m.ratio))
+	return m.ratio
 }

@@ -395,6 +395,15 @@ func (v *volumes) scale(f float64) {
 	}
 }
 
+// scaleAll multiplies every volume, the kept one too, by f.
+func (v *volumes) scaleAll(f float64) {
+	if f == 1 {
+		return
+	}
+	v.scale(f)
+	v.kept *= f
+}
+
 // book adds vol to the class (and service, or rule) a trace was decided in.
 func (v *volumes) book(d decided, vol float64, kept bool, maxServices int) {
 	service := d.service

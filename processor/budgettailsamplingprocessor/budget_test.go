@@ -247,3 +247,31 @@ func TestServiceBaselineProbabilityIsExported(t *testing.T) {
 	assert.InDelta(t, pol.baseline("noisy").p, ts.metric(metadata.MetricServiceBaseline, attribute.String("service_name", "noisy")), 1e-9)
 	assert.Less(t, ts.metric(metadata.MetricServiceBaseline, attribute.String("service_name", "noisy")), 0.2)
 }
+
+// The egress ratio is what kept traces weigh as they leave over what their
+// decisions booked, smoothed and bounded, in budget units: 1 for spans.
+func TestEgressRatio(t *testing.T) {
+	// One span and its resource as buffered: merging could not shrink it.
+	td := ptrace.NewTraces()
+	td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("s")
+	var sizer ptrace.ProtoMarshaler
+	size := int64(sizer.TracesSize(td))
+
+	spans := newEgressMeter()
+	spans.add(td, 4*size)
+	assert.Equal(t, 1.0, spans.update(budgetUnit{perSpan: 1, perSecond: 10}, 0.5), "a spans budget has no bytes to correct")
+
+	bytes := newEgressMeter()
+	u := budgetUnit{perByte: 1, perSecond: 1000}
+	bytes.add(td, 2*size)
+	assert.InDelta(t, 0.75, bytes.update(u, 0.5), 1e-9, "half of the booking left, smoothed from 1")
+	assert.InDelta(t, 0.75, bytes.update(u, 0.5), 1e-9, "nothing left since: unchanged")
+	bytes.add(td, 100*size)
+	assert.InDelta(t, 0.5*0.75+0.5*minEgressRatio, bytes.update(u, 0.5), 1e-9, "bounded below")
+	assert.InDelta(t, 0.5*0.75+0.5*minEgressRatio, bytes.current(), 1e-9, "published for the metric")
+
+	money := newEgressMeter()
+	// Priced per span as much as its bytes that left: booked 1 + 2, left 1 + 1.
+	money.add(td, 2*size)
+	assert.InDelta(t, 2.0/3, money.update(budgetUnit{perSpan: float64(size), perByte: 1}, 1), 1e-9, "only the bytes' part shrinks")
+}

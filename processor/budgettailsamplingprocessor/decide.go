@@ -164,7 +164,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 		if cause != reasonBaseline {
 			reasonText = reasonNames[cause]
 		}
-		out.add(sh.held(t).chunks, th, reasonText)
+		out.add(sh.held(t).chunks, th, reasonText, t.bytes+t.stampBytes)
 	} else {
 		sh.record(t.id, notSampled, d, known{ref: t.self}, true)
 	}

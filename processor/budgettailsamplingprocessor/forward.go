@@ -28,11 +28,13 @@ type keptTrace struct {
 	from, to int // its chunks: chunks[from:to]
 	th       sampling.Threshold
 	reason   string
+	booked   int64 // the bytes its decision booked
 }
 
 type lateFragment struct {
 	encoded []byte
 	th      sampling.Threshold
+	booked  int64
 }
 
 // encoded is a buffered chunk's OTLP encoding. We wrote every chunk, so
@@ -61,16 +63,17 @@ func (p *budgetTailSampler) encodedChunks(chunks [][]byte) [][]byte {
 	return out
 }
 
-func (k *keptSet) add(chunks [][]byte, th sampling.Threshold, reason string) {
+// add takes a kept trace's chunks; booked is the bytes its decision booked.
+func (k *keptSet) add(chunks [][]byte, th sampling.Threshold, reason string, booked int64) {
 	from := len(k.chunks)
 	k.chunks = append(k.chunks, chunks...)
-	k.traces = append(k.traces, keptTrace{from: from, to: len(k.chunks), th: th, reason: reason})
+	k.traces = append(k.traces, keptTrace{from: from, to: len(k.chunks), th: th, reason: reason, booked: booked})
 }
 
 // addLate keeps a copy of a late fragment's encoding (which may be a
 // buffer reused for the next fragment).
-func (k *keptSet) addLate(encoded []byte, th sampling.Threshold) {
-	k.late = append(k.late, lateFragment{encoded: bytes.Clone(encoded), th: th})
+func (k *keptSet) addLate(encoded []byte, th sampling.Threshold, booked int64) {
+	k.late = append(k.late, lateFragment{encoded: bytes.Clone(encoded), th: th, booked: booked})
 }
 
 // forward hands kept traces on. Traces decided while serving a request
@@ -82,6 +85,7 @@ func (p *budgetTailSampler) forward(ctx context.Context, k *keptSet) {
 	if len(k.traces) > 0 {
 		m := newKeptMerger()
 		for _, kt := range k.traces {
+			m.booked += kt.booked
 			// The root span may sit in any chunk: every chunk is offered the reason.
 			for _, chunk := range k.chunks[kt.from:kt.to] {
 				if encoded, ok := p.encoded(chunk); ok {
@@ -94,6 +98,7 @@ func (p *budgetTailSampler) forward(ctx context.Context, k *keptSet) {
 	if len(k.late) > 0 {
 		m := newKeptMerger()
 		for _, lf := range k.late {
+			m.booked += lf.booked
 			m.add(lf.encoded, mark{th: lf.th})
 		}
 		p.forwardMerged(ctx, m)
@@ -112,6 +117,7 @@ func (p *budgetTailSampler) forwardMerged(ctx context.Context, m *keptMerger) {
 		var td ptrace.Traces
 		if td, err = u.UnmarshalTraces(encoded); err == nil {
 			p.stamp(td, marks)
+			p.egress.add(td, m.booked)
 			p.consume(ctx, td)
 			return
 		}
@@ -141,6 +147,7 @@ func (p *budgetTailSampler) forwardEach(ctx context.Context, m *keptMerger) {
 		p.stamp(td, marks)
 		td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	}
+	p.egress.add(out, m.booked)
 	p.consume(ctx, out)
 }
 

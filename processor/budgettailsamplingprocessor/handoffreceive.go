@@ -86,7 +86,7 @@ func (h *handoff) adoptDecision(sh *shard, id pcommon.TraceID, rec handoffRecord
 			dec := notSampled
 			if rec.sampled {
 				dec = sampled
-				out.add(chunks, d.th, "")
+				out.add(chunks, d.th, "", t.bytes+t.stampBytes)
 			}
 			sh.counters.countLate(dec, reasonLateSpan, t.spans, t.bytes)
 			sh.volumes.book(d, p.unit.volume(t.spans, t.bytes+t.stampBytes), rec.sampled, p.cfg.MaxServices)

@@ -461,7 +461,7 @@ func (p *budgetTailSampler) lateSize(sh *shard, f *fragment, priming bool) size 
 func (p *budgetTailSampler) followSampled(sh *shard, f *fragment, d decided, z size, out *keptSet) {
 	sh.counters.countLate(sampled, reasonLateSpan, f.spans, z.bytes)
 	sh.volumes.book(d, z.vol, true, p.cfg.MaxServices)
-	out.addLate(f.encoded, d.th)
+	out.addLate(f.encoded, d.th, f.bytes+f.stampBytes)
 }
 
 // followNotSampled drops a late fragment of a trace decided not-sampled,
@@ -482,7 +482,7 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, id pcommon.TraceID, f *f
 			sh.record(id, sampled, late, k, true)
 			sh.counters.countLate(sampled, reasonLateError, f.spans, z.bytes)
 			sh.volumes.book(late, z.vol, true, p.cfg.MaxServices)
-			out.addLate(f.encoded, th)
+			out.addLate(f.encoded, th, f.bytes+f.stampBytes)
 			return
 		}
 		sh.counters.overflow[classError]++

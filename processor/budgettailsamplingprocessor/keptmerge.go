@@ -32,6 +32,8 @@ type keptMerger struct {
 	resources []resourceGroup
 	byHash    map[uint64][]int32 // a resource's hash: its groups
 	seed      maphash.Seed
+	// booked is the bytes the fragments' decisions booked (egressMeter).
+	booked int64
 }
 
 // piece is a range of one fragment's encoding.

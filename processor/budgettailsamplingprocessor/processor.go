@@ -55,6 +55,9 @@ type budgetTailSampler struct {
 	// handoff is nil unless handoff.enabled.
 	handoff *handoff
 
+	// egress is what kept traces weigh as they leave against their booking.
+	egress *egressMeter
+
 	forwardFailed atomic.Int64
 	truncated     atomic.Int64 // tracestates cut to 32 members when th was written
 	stop          chan struct{}
@@ -92,6 +95,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		names:  newNames(),
 		codec:  chunkCodec{compress: cfg.BufferCompression == compressionS2},
 		est:    newEstimator(cfg, rules),
+		egress: newEgressMeter(),
 		rules:  rules,
 		stop:   make(chan struct{}),
 	}
@@ -268,6 +272,7 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 	o.ObserveInt64(t.BufferedBytes, bytes)
 	pol := p.policy.Load()
 	o.ObserveFloat64(t.BudgetUtilization, pol.utilization)
+	o.ObserveFloat64(t.EgressToBooked, p.egress.current())
 	o.ObserveFloat64(t.BaselineProb, pol.meanProb)
 	for svc, pr := range pol.services {
 		if !isRuleKey(svc) {

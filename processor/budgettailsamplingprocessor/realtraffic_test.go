@@ -29,8 +29,10 @@ type fleetRun struct {
 	perStep int // traces started every 100 ms
 	traces  []workload.FleetTrace
 	steps   int
-	// keptAt[s] is the spans that reached the sink during second s.
-	keptAt []int
+	// keptAt[s] is the spans that reached the sink during second s,
+	// bytesAt[s] their OTLP bytes as they left.
+	keptAt, bytesAt []int
+	counted         int // the sink's requests sized so far
 }
 
 func newFleetRun(ts *testSampler, opt workload.FleetOptions, tracesPerSecond int) *fleetRun {
@@ -55,7 +57,20 @@ func (r *fleetRun) run(seconds int) {
 			}
 		}
 		r.keptAt = append(r.keptAt, r.ts.sink.SpanCount()-before)
+		r.bytesAt = append(r.bytesAt, r.leftBytes())
 	}
+}
+
+// leftBytes sizes what reached the sink since the last call.
+func (r *fleetRun) leftBytes() int {
+	var m ptrace.ProtoMarshaler
+	all := r.ts.sink.AllTraces()
+	n := 0
+	for _, td := range all[r.counted:] {
+		n += m.TracesSize(td)
+	}
+	r.counted = len(all)
+	return n
 }
 
 // finish stops starting traces, lets every pod export what it holds and
@@ -105,6 +120,23 @@ func TestRealExportDelaysKeepEveryErrorWholeAndTheBudget(t *testing.T) {
 	require.Greater(t, errors, 100)
 	assert.Equal(t, errors, whole, "every error trace kept whole")
 	assert.Zero(t, ts.metric(metadata.MetricLateSpans), "the default waits cover an SDK's 5 s export delay")
+}
+
+// A bytes budget holds for the bytes that leave. SDK clients' traces come
+// in a fragment per service, each with its resource; kept fragments leave
+// merged per resource, smaller than they were buffered (and booked at
+// decision): the budget learns by how much.
+func TestBytesBudgetHoldsForWhatLeaves(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Budget.SpansPerSecond = 0
+	cfg.Budget.BytesPerSecond = 150_000
+	cfg.NumShards = 8
+	ts := newTestSampler(t, cfg)
+	// 300 traces/s × 6 spans, about 550 kB/s offered.
+	r := newFleetRun(ts, workload.FleetOptions{ErrorShare: 0.01, Seed: 11}, 300)
+	r.run(60)
+	left := meanOf(r.bytesAt[40:60])
+	assert.InEpsilon(t, 150_000, left, 0.10, "%.0f bytes/s left", left)
 }
 
 // A late fragment that carries the only error of a trace already decided

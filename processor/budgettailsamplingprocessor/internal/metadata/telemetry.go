@@ -23,6 +23,7 @@ const (
 	MetricBufferedBytes     = prefix + "buffered_bytes"
 	MetricBufferedSpans     = prefix + "buffered_spans"
 	MetricBudgetUtilization = prefix + "budget_utilization"
+	MetricEgressToBooked    = prefix + "egress_to_booked"
 	MetricBaselineProb      = prefix + "baseline_probability"
 	MetricPeers             = prefix + "peers"
 	MetricPriorityOverflow  = prefix + "priority_overflow"
@@ -55,6 +56,7 @@ type Telemetry struct {
 	BufferedBytes     metric.Int64ObservableGauge
 	BufferedSpans     metric.Int64ObservableGauge
 	BudgetUtilization metric.Float64ObservableGauge
+	EgressToBooked    metric.Float64ObservableGauge
 	BaselineProb      metric.Float64ObservableGauge
 	Peers             metric.Int64ObservableGauge
 	PriorityOverflow  metric.Int64ObservableCounter
@@ -75,7 +77,7 @@ type Telemetry struct {
 // Observables lists the instruments the processor's callback observes.
 func (t *Telemetry) Observables() []metric.Observable {
 	return []metric.Observable{t.Traces, t.Spans, t.Bytes, t.DroppedTooEarly, t.LateSpans, t.InvalidSpans,
-		t.BufferedTraces, t.BufferedBytes, t.BufferedSpans, t.BudgetUtilization, t.BaselineProb, t.Peers, t.PriorityOverflow, t.ForwardFailed,
+		t.BufferedTraces, t.BufferedBytes, t.BufferedSpans, t.BudgetUtilization, t.EgressToBooked, t.BaselineProb, t.Peers, t.PriorityOverflow, t.ForwardFailed,
 		t.RuleTraces, t.RuleErrors, t.ServiceBaseline,
 		t.HandoffTraces, t.HandoffSpans, t.HandoffDecisions, t.HandoffProxied, t.HandoffFailed, t.RingMembers, t.RingChanges}
 }
@@ -115,6 +117,8 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.BufferedBytes, err = m.Int64ObservableGauge(MetricBufferedBytes, metric.WithDescription("Bytes the buffer holds awaiting a decision (OTLP, S2-compressed with buffer_compression: s2)."), metric.WithUnit("By"))
 	errs = errors.Join(errs, err)
 	t.BudgetUtilization, err = m.Float64ObservableGauge(MetricBudgetUtilization, metric.WithDescription("Kept volume over this instance's share of the budget, over the last adjust interval."), metric.WithUnit("1"))
+	errs = errors.Join(errs, err)
+	t.EgressToBooked, err = m.Float64ObservableGauge(MetricEgressToBooked, metric.WithDescription("OTLP bytes of kept traces as they leave (merged per resource and scope) over what their decisions booked (fragments as buffered), smoothed; 1 with a spans budget. Bytes and money budgets are held on what leaves."), metric.WithUnit("1"))
 	errs = errors.Join(errs, err)
 	t.BaselineProb, err = m.Float64ObservableGauge(MetricBaselineProb, metric.WithDescription("Baseline sampling probability, volume-weighted over services."), metric.WithUnit("1"))
 	errs = errors.Join(errs, err)
