@@ -186,10 +186,13 @@ type egressMeter struct {
 	// goroutine's. published is its bits, for the metrics.
 	ratio     float64
 	published atomic.Uint64
+	// sized: the budget has a bytes part (else forwarded requests are not
+	// sized, and the ratio stays 1).
+	sized bool
 }
 
-func newEgressMeter() *egressMeter {
-	m := &egressMeter{ratio: 1}
+func newEgressMeter(u budgetUnit) *egressMeter {
+	m := &egressMeter{ratio: 1, sized: u.perByte > 0}
 	m.published.Store(math.Float64bits(1))
 	return m
 }
@@ -198,6 +201,9 @@ func (m *egressMeter) current() float64 { return math.Float64frombits(m.publishe
 
 // add counts td, about to leave, whose decisions booked booked bytes.
 func (m *egressMeter) add(td ptrace.Traces, booked int64) {
+	if !m.sized {
+		return
+	}
 	m.booked.Add(booked)
 	var sizer ptrace.ProtoMarshaler
 	m.left.Add(int64(sizer.TracesSize(td)))
@@ -214,7 +220,7 @@ const (
 // update folds what left since the last call into the ratio and returns it.
 func (m *egressMeter) update(u budgetUnit, smoothing float64) float64 {
 	booked, left, spans := m.booked.Swap(0), m.left.Swap(0), m.spans.Swap(0)
-	if booked <= 0 || u.perByte == 0 {
+	if booked <= 0 {
 		return m.ratio
 	}
 	cur := u.volume(int(spans), left) / u.volume(int(spans), booked)

@@ -257,12 +257,13 @@ func TestEgressRatio(t *testing.T) {
 	var sizer ptrace.ProtoMarshaler
 	size := int64(sizer.TracesSize(td))
 
-	spans := newEgressMeter()
+	spansUnit := budgetUnit{perSpan: 1, perSecond: 10}
+	spans := newEgressMeter(spansUnit)
 	spans.add(td, 4*size)
-	assert.Equal(t, 1.0, spans.update(budgetUnit{perSpan: 1, perSecond: 10}, 0.5), "a spans budget has no bytes to correct")
+	assert.Equal(t, 1.0, spans.update(spansUnit, 0.5), "a spans budget has no bytes to correct")
 
-	bytes := newEgressMeter()
 	u := budgetUnit{perByte: 1, perSecond: 1000}
+	bytes := newEgressMeter(u)
 	bytes.add(td, 2*size)
 	assert.InDelta(t, 0.75, bytes.update(u, 0.5), 1e-9, "half of the booking left, smoothed from 1")
 	assert.InDelta(t, 0.75, bytes.update(u, 0.5), 1e-9, "nothing left since: unchanged")
@@ -270,8 +271,9 @@ func TestEgressRatio(t *testing.T) {
 	assert.InDelta(t, 0.5*0.75+0.5*minEgressRatio, bytes.update(u, 0.5), 1e-9, "bounded below")
 	assert.InDelta(t, 0.5*0.75+0.5*minEgressRatio, bytes.current(), 1e-9, "published for the metric")
 
-	money := newEgressMeter()
+	mu := budgetUnit{perSpan: float64(size), perByte: 1}
+	money := newEgressMeter(mu)
 	// Priced per span as much as its bytes that left: booked 1 + 2, left 1 + 1.
 	money.add(td, 2*size)
-	assert.InDelta(t, 2.0/3, money.update(budgetUnit{perSpan: float64(size), perByte: 1}, 1), 1e-9, "only the bytes' part shrinks")
+	assert.InDelta(t, 2.0/3, money.update(mu, 1), 1e-9, "only the bytes' part shrinks")
 }

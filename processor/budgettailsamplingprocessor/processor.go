@@ -95,7 +95,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		names:  newNames(),
 		codec:  chunkCodec{compress: cfg.BufferCompression == compressionS2},
 		est:    newEstimator(cfg, rules),
-		egress: newEgressMeter(),
+		egress: newEgressMeter(newBudgetUnit(cfg.Budget)),
 		rules:  rules,
 		stop:   make(chan struct{}),
 	}
