@@ -204,8 +204,17 @@ func BenchmarkForward(b *testing.B) {
 				spans += td.SpanCount()
 			}
 		}
-		for name, forward := range map[string]func(context.Context, *keptMerger){"merged": ts.p.forwardMerged, "each": ts.p.forwardEach} {
+		// merged_bytes_budget: a bytes budget sizes what leaves (egressMeter).
+		for _, name := range []string{"merged", "merged_bytes_budget", "each"} {
+			forward, unit := ts.p.forwardMerged, budgetUnit{perSpan: 1}
+			switch name {
+			case "each":
+				forward = ts.p.forwardEach
+			case "merged_bytes_budget":
+				unit = budgetUnit{perByte: 1}
+			}
 			b.Run(shape+"/"+name, func(b *testing.B) {
+				ts.p.egress = newEgressMeter(unit)
 				b.ReportAllocs()
 				for range b.N {
 					forward(context.Background(), fill())
