@@ -65,6 +65,9 @@ func TestTailSamplerThroughTheBinary(t *testing.T) {
 	util, ok := metricValue(fams, "otelcol_processor_budget_tail_sampling_budget_utilization_ratio", nil)
 	require.True(t, ok)
 	assert.InDelta(t, 1.0, util, 0.15)
+	egress, ok := metricValue(fams, "otelcol_processor_budget_tail_sampling_egress_to_booked_ratio", nil)
+	require.True(t, ok, "the egress ratio is exposed")
+	assert.Equal(t, 1.0, egress, "a spans budget does not correct for bytes")
 
 	// Decisions land within decision_wait_after_root (+ the batch timeout).
 	eventually(t, 20*time.Second, func() bool {
