@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -94,5 +96,60 @@ func TestTailSamplerThroughTheBinary(t *testing.T) {
 	t.Logf("offered %.0f spans/s, kept %.0f spans/s against a budget of %.0f", tracesPerTick*10*4.0, kept, budget)
 	assert.InEpsilon(t, budget, kept, 0.10)
 
+	c.stop()
+}
+
+// TestBytesBudgetThroughTheBinary: with a bytes budget, what reaches the
+// backend meets it. SDK clients export a trace in a fragment per service,
+// each with its pod's resource; kept fragments leave the sampler joined per
+// resource, a third smaller than they were buffered and booked. The
+// sampler learns the ratio (egress_to_booked_ratio) and keeps more, so the
+// budget is spent, not two thirds of it.
+func TestBytesBudgetThroughTheBinary(t *testing.T) {
+	const (
+		budget        = 150_000.0 // bytes/s, about a quarter of what is offered
+		tracesPerTick = 30        // every 100ms: 300 traces/s of 6 spans
+		runFor        = 60 * time.Second
+	)
+	overlay := filepath.Join(t.TempDir(), "bytes-budget.yaml")
+	require.NoError(t, os.WriteFile(overlay, []byte(`processors:
+  budget_tail_sampling:
+    budget:
+      spans_per_second: 0
+      bytes_per_second: 150000
+`), 0o600))
+	sink := startSink(t)
+	c := startCollector(t, map[string]string{
+		"OTLP_BACKEND_ENDPOINT": sink.Addr,
+		// The waits cover the fleet's 5-s exports; the default adjust
+		// interval (5 s) spans one export of every pod.
+		"DECISION_WAIT":            "8s",
+		"DECISION_WAIT_AFTER_ROOT": "6s",
+	}, configPath("tail.yaml"), configPath("backend.yaml"), overlay)
+
+	start := time.Now()
+	fleet := workload.NewFleet(workload.FleetOptions{ErrorShare: 0.01, Seed: 5}, start)
+	next := start
+	for time.Since(start) < runFor {
+		now := time.Now()
+		for range tracesPerTick {
+			fleet.Start(now)
+		}
+		for _, req := range fleet.Exports(now) {
+			require.NoError(t, c.sendGRPC(req.Traces))
+		}
+		next = next.Add(100 * time.Millisecond)
+		time.Sleep(time.Until(next))
+	}
+	end := time.Now()
+	fams := c.metrics()
+	ratio, ok := metricValue(fams, "otelcol_processor_budget_tail_sampling_egress_to_booked_ratio", nil)
+	require.True(t, ok)
+	assert.Less(t, ratio, 0.85, "kept fragments leave joined per resource, smaller than booked")
+
+	from := start.Add(36 * time.Second)
+	left := float64(sink.bytesBetween(from, end)) / end.Sub(from).Seconds()
+	t.Logf("%.0f bytes/s reached the backend against a budget of %.0f; egress/booked %.3f", left, budget, ratio)
+	assert.InEpsilon(t, budget, left, 0.15)
 	c.stop()
 }

@@ -31,8 +31,8 @@ type otlpSink struct {
 }
 
 type arrival struct {
-	at    time.Time
-	spans int
+	at           time.Time
+	spans, bytes int
 }
 
 func startSink(t *testing.T) *otlpSink {
@@ -52,9 +52,9 @@ func (s *otlpSink) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptra
 	req.Traces().CopyTo(td)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.arrivals = append(s.arrivals, arrival{at: time.Now(), spans: td.SpanCount()})
-	rss := td.ResourceSpans()
 	var m ptrace.ProtoMarshaler
+	s.arrivals = append(s.arrivals, arrival{at: time.Now(), spans: td.SpanCount(), bytes: m.TracesSize(td)})
+	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		one := ptrace.NewTraces()
 		rss.At(i).CopyTo(one.ResourceSpans().AppendEmpty())
@@ -91,6 +91,19 @@ func (s *otlpSink) spansBetween(from, to time.Time) int {
 	for _, a := range s.arrivals {
 		if !a.at.Before(from) && a.at.Before(to) {
 			n += a.spans
+		}
+	}
+	return n
+}
+
+// bytesBetween is the OTLP bytes of the requests that arrived in [from, to).
+func (s *otlpSink) bytesBetween(from, to time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, a := range s.arrivals {
+		if !a.at.Before(from) && a.at.Before(to) {
+			n += a.bytes
 		}
 	}
 	return n
