@@ -84,29 +84,23 @@ func (s *otlpSink) spanCount() int {
 }
 
 // spansBetween counts spans that arrived in [from, to).
-func (s *otlpSink) spansBetween(from, to time.Time) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, a := range s.arrivals {
-		if !a.at.Before(from) && a.at.Before(to) {
-			n += a.spans
-		}
-	}
-	return n
-}
+func (s *otlpSink) spansBetween(from, to time.Time) int { return s.between(from, to).spans }
 
 // bytesBetween is the OTLP bytes of the requests that arrived in [from, to).
-func (s *otlpSink) bytesBetween(from, to time.Time) int {
+func (s *otlpSink) bytesBetween(from, to time.Time) int { return s.between(from, to).bytes }
+
+// between sums the requests that arrived in [from, to).
+func (s *otlpSink) between(from, to time.Time) arrival {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
+	var sum arrival
 	for _, a := range s.arrivals {
 		if !a.at.Before(from) && a.at.Before(to) {
-			n += a.bytes
+			sum.spans += a.spans
+			sum.bytes += a.bytes
 		}
 	}
-	return n
+	return sum
 }
 
 func (s *otlpSink) traceIDs() []pcommon.TraceID {
