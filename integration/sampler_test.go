@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -112,12 +113,12 @@ func TestBytesBudgetThroughTheBinary(t *testing.T) {
 		runFor        = 60 * time.Second
 	)
 	overlay := filepath.Join(t.TempDir(), "bytes-budget.yaml")
-	require.NoError(t, os.WriteFile(overlay, []byte(`processors:
+	require.NoError(t, os.WriteFile(overlay, fmt.Appendf(nil, `processors:
   budget_tail_sampling:
     budget:
       spans_per_second: 0
-      bytes_per_second: 150000
-`), 0o600))
+      bytes_per_second: %.0f
+`, budget), 0o600))
 	sink := startSink(t)
 	c := startCollector(t, map[string]string{
 		"OTLP_BACKEND_ENDPOINT": sink.Addr,
