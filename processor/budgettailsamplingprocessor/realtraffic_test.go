@@ -39,6 +39,18 @@ func newFleetRun(ts *testSampler, opt workload.FleetOptions, tracesPerSecond int
 	return &fleetRun{ts: ts, fleet: workload.NewFleet(opt, ts.now), perStep: tracesPerSecond / 10}
 }
 
+// sdkFleetRun is a fleet of SDK clients sending 300 traces/s of 6 spans
+// (1,800 spans/s; 1% errors, downstream only) to a sampler of 8 shards
+// with the default waits and the given budget (its other fields default).
+func sdkFleetRun(t *testing.T, seed uint64, budget BudgetConfig) (*testSampler, *fleetRun) {
+	cfg := createDefaultConfig()
+	cfg.Budget.SpansPerSecond = budget.SpansPerSecond
+	cfg.Budget.BytesPerSecond = budget.BytesPerSecond
+	cfg.NumShards = 8
+	ts := newTestSampler(t, cfg)
+	return ts, newFleetRun(ts, workload.FleetOptions{ErrorShare: 0.01, Seed: seed}, 300)
+}
+
 func (r *fleetRun) run(seconds int) {
 	adjustSteps := int(r.ts.p.cfg.AdjustInterval / (100 * time.Millisecond))
 	for s := 0; s < seconds; s++ {
@@ -95,12 +107,7 @@ func meanOf(xs []int) float64 {
 // SDK clients export every 5 s at independent phases: a trace's fragments
 // arrive seconds apart, the error often only on a late downstream span.
 func TestRealExportDelaysKeepEveryErrorWholeAndTheBudget(t *testing.T) {
-	cfg := createDefaultConfig()
-	cfg.Budget.SpansPerSecond = 600
-	cfg.NumShards = 8
-	ts := newTestSampler(t, cfg)
-	// 300 traces/s × 6 spans = 1,800 spans/s offered; 1% errors, downstream only.
-	r := newFleetRun(ts, workload.FleetOptions{ErrorShare: 0.01, Seed: 7}, 300)
+	ts, r := sdkFleetRun(t, 7, BudgetConfig{SpansPerSecond: 600})
 	r.run(45)
 	kept := meanOf(r.keptAt[30:45])
 	assert.InEpsilon(t, 600, kept, 0.10, "kept %.0f spans/s, late spans included", kept)
@@ -127,13 +134,8 @@ func TestRealExportDelaysKeepEveryErrorWholeAndTheBudget(t *testing.T) {
 // merged per resource, smaller than they were buffered (and booked at
 // decision): the budget learns by how much.
 func TestBytesBudgetHoldsForWhatLeaves(t *testing.T) {
-	cfg := createDefaultConfig()
-	cfg.Budget.SpansPerSecond = 0
-	cfg.Budget.BytesPerSecond = 150_000
-	cfg.NumShards = 8
-	ts := newTestSampler(t, cfg)
-	// 300 traces/s × 6 spans, about 550 kB/s offered.
-	r := newFleetRun(ts, workload.FleetOptions{ErrorShare: 0.01, Seed: 11}, 300)
+	// About 550 kB/s offered.
+	_, r := sdkFleetRun(t, 11, BudgetConfig{BytesPerSecond: 150_000})
 	r.run(60)
 	left := meanOf(r.bytesAt[40:60])
 	assert.InEpsilon(t, 150_000, left, 0.10, "%.0f bytes/s left", left)
