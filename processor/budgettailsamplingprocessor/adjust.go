@@ -182,22 +182,21 @@ func (p *budgetTailSampler) share() float64 {
 // learned from are scaled by the ratio instead.
 type egressMeter struct {
 	booked, left, spans atomic.Int64
-	// ratio is left/booked in budget units, smoothed; the adjust
-	// goroutine's. published is its bits, for the metrics.
-	ratio     float64
-	published atomic.Uint64
+	// ratio is left/booked in budget units, smoothed (its bits: the adjust
+	// goroutine writes it, the metrics read it).
+	ratio atomic.Uint64
 	// sized: the budget has a bytes part (else forwarded requests are not
 	// sized, and the ratio stays 1).
 	sized bool
 }
 
 func newEgressMeter(u budgetUnit) *egressMeter {
-	m := &egressMeter{ratio: 1, sized: u.perByte > 0}
-	m.published.Store(math.Float64bits(1))
+	m := &egressMeter{sized: u.perByte > 0}
+	m.ratio.Store(math.Float64bits(1))
 	return m
 }
 
-func (m *egressMeter) current() float64 { return math.Float64frombits(m.published.Load()) }
+func (m *egressMeter) current() float64 { return math.Float64frombits(m.ratio.Load()) }
 
 // add counts td, about to leave, whose decisions booked booked bytes.
 func (m *egressMeter) add(td ptrace.Traces, booked int64) {
@@ -221,11 +220,11 @@ const (
 func (m *egressMeter) update(u budgetUnit, smoothing float64) float64 {
 	booked, left, spans := m.booked.Swap(0), m.left.Swap(0), m.spans.Swap(0)
 	if booked <= 0 {
-		return m.ratio
+		return m.current()
 	}
 	cur := u.volume(int(spans), left) / u.volume(int(spans), booked)
 	cur = min(max(cur, minEgressRatio), maxEgressRatio)
-	m.ratio = smoothing*cur + (1-smoothing)*m.ratio
-	m.published.Store(math.Float64bits(m.ratio))
-	return m.ratio
+	ratio := smoothing*cur + (1-smoothing)*m.current()
+	m.ratio.Store(math.Float64bits(ratio))
+	return ratio
 }
