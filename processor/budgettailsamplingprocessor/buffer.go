@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/swiss"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
@@ -263,8 +264,13 @@ func (d *decided) seen(fp uint64) bool { return seenBefore(d.recent[:], fp) }
 // (max_traces, max_buffered_bytes) are the processor's, not the shard's.
 type shard struct {
 	mu sync.Mutex
-	// index has every buffered trace and every remembered decision.
-	index    map[pcommon.TraceID]known
+	// index has every buffered trace and every remembered decision. Each
+	// new trace ID is looked up, inserted, overwritten when decided and
+	// deleted when its decision is forgotten, each time in cold memory: a
+	// swiss.Map keeps its tables' headers in the directory itself, so an
+	// operation misses the cache once where Go's map misses twice (the
+	// table's header, then its group).
+	index    *swiss.Map[pcommon.TraceID, known]
 	store    traceStore
 	buffered int // traces in the buffer
 	arrivals traceList
@@ -333,7 +339,7 @@ func (s *shard) flush() {
 func newShard(cfg *Config, n int, totals *bufferTotals, rules int) *shard {
 	per := func(total int) int { return max(1, (total+n-1)/n) }
 	return &shard{
-		index:    make(map[pcommon.TraceID]known),
+		index:    swiss.New[pcommon.TraceID, known](0),
 		arrivals: traceList{which: arrivalList},
 		roots:    traceList{which: rootList},
 		handed:   traceList{which: handedList},
@@ -349,8 +355,7 @@ func newShard(cfg *Config, n int, totals *bufferTotals, rules int) *shard {
 
 // lookup is what the shard knows of id; called with s.mu held.
 func (s *shard) lookup(id pcommon.TraceID) (known, bool) {
-	k, ok := s.index[id]
-	return k, ok
+	return s.index.Get(id)
 }
 
 // traceOf is k's buffered trace, or nil once decided.
@@ -398,12 +403,12 @@ func (s *shard) record(id pcommon.TraceID, which decision, d decided, prev known
 		slot = r.grow()
 	} else {
 		if e := r.at(int32(slot)); !e.stale {
-			delete(s.index, e.id)
+			s.index.Delete(e.id)
 		}
 		r.next = (r.next + 1) % r.size
 	}
 	*r.at(int32(slot)) = decisionEntry{id: id, d: d}
-	s.index[id] = known{slot: int32(slot), which: which}
+	s.index.Put(id, known{slot: int32(slot), which: which})
 }
 
 // recentDecisions calls f with the decisions of one kind, newest first,
@@ -460,14 +465,14 @@ func (s *shard) remove(t *trace) {
 func (s *shard) release(t *trace) { s.store.release(t) }
 
 // forget deletes the index entry of a trace that left undecided.
-func (s *shard) forget(id pcommon.TraceID) { delete(s.index, id) }
+func (s *shard) forget(id pcommon.TraceID) { s.index.Delete(id) }
 
 // add buffers a new trace; a handed one (from a peer) waits in the handed
 // list.
 func (s *shard) add(id pcommon.TraceID, arrived instant, handed bool) *trace {
 	t := s.store.alloc()
 	t.id, t.arrived = id, arrived
-	s.index[id] = known{ref: t.self}
+	s.index.Put(id, known{ref: t.self})
 	s.buffered++
 	t.handed = handed
 	if handed {

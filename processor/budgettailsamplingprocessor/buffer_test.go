@@ -53,7 +53,7 @@ func TestDecisionRingsForgetTheOldestOnly(t *testing.T) {
 	var dropped []pcommon.TraceID
 	sh.recentDecisions(notSampled, func(id pcommon.TraceID, _ decided) bool { dropped = append(dropped, id); return true })
 	assert.Equal(t, []pcommon.TraceID{traceID(5), traceID(4), traceID(3)}, dropped, "newest first")
-	assert.Len(t, sh.index, 4)
+	assert.Equal(t, 4, sh.index.Len())
 	assert.Zero(t, sh.buffered)
 }
 
@@ -72,7 +72,7 @@ func TestDecisionRingAcrossPages(t *testing.T) {
 		sh.record(id(i), notSampled, decided{at: int64(i)}, known{}, false)
 	}
 	assert.Len(t, sh.decisions[notSampled].pages, 3)
-	assert.Len(t, sh.index, size)
+	assert.Equal(t, size, sh.index.Len())
 	for i := range made {
 		k, ok := sh.lookup(id(i))
 		if i < made-size {

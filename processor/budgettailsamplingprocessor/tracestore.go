@@ -157,5 +157,5 @@ func (s *shard) move(t *trace, to traceRef) {
 	if nt.inRootList {
 		s.roots.relink(st, nt)
 	}
-	s.index[nt.id] = known{ref: to}
+	s.index.Put(nt.id, known{ref: to})
 }
