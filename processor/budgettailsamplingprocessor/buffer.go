@@ -23,8 +23,9 @@ type trace struct {
 	arrived     instant
 	rootArrived instant
 	// bytes is the OTLP size of the trace's spans (what the budget and the
-	// counters count); stored what the buffer holds of them (what
-	// max_buffered_bytes bounds): less with buffer_compression.
+	// counters count); stored what its chunks hold of their own (what
+	// max_buffered_bytes bounds, with the slabs: see slab): less with
+	// buffer_compression, nothing for chunks in a slab.
 	bytes      int64
 	stored     int64
 	links      [3]link
@@ -305,6 +306,9 @@ type shard struct {
 type bufferTotals struct {
 	traces atomic.Int64
 	bytes  atomic.Int64
+	// slabBytes is what slabs hold (counted in bytes too, not in any
+	// shard's): added and taken away once per request, not per fragment.
+	slabBytes atomic.Int64
 	// The steps: at most 32 traces and 64 KiB, at least 1.
 	flushTraces, flushBytes int64
 }
@@ -459,6 +463,9 @@ func (s *shard) remove(t *trace) {
 	s.bytes -= t.stored
 	s.spans -= int64(t.spans)
 	s.account(-1, -t.stored)
+	for _, c := range s.held(t).chunks {
+		s.totals.letGo(c.slab)
+	}
 }
 
 // release frees a removed trace's slot; nothing of t may be used after.
@@ -516,7 +523,8 @@ func (s *shard) arrivedEarlier(t *trace, at instant) {
 	}
 }
 
-// grow accounts a chunk appended to t: bytes of OTLP, stored in the buffer.
+// grow accounts a chunk appended to t: bytes of OTLP, stored in the buffer
+// by the chunk itself.
 func (s *shard) grow(t *trace, bytes, stored int64) {
 	t.bytes += bytes
 	t.stored += stored

@@ -182,7 +182,7 @@ func TestStoreGivesPagesBackAndMovedTracesStayWhole(t *testing.T) {
 // and its second makes room for the third and fourth (SDK clients send a
 // trace in several parts), so four take one allocation.
 func TestChunkListGrowsOnceForFourParts(t *testing.T) {
-	chunks := [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d"), []byte("e")}
+	chunks := []heldChunk{{data: []byte("a")}, {data: []byte("b")}, {data: []byte("c")}, {data: []byte("d")}, {data: []byte("e")}}
 	var h heldParts
 	for _, c := range chunks {
 		h.addChunk(c)

@@ -3,7 +3,6 @@ package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-c
 import (
 	"bytes"
 	"context"
-	"slices"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -50,13 +49,10 @@ func (p *budgetTailSampler) encoded(chunk []byte) ([]byte, bool) {
 
 // encodedChunks are a trace's fragments as OTLP encodings, for a peer: a
 // slice of their own (the trace's is reused once it leaves).
-func (p *budgetTailSampler) encodedChunks(chunks [][]byte) [][]byte {
-	if !p.codec.compress {
-		return slices.Clone(chunks)
-	}
+func (p *budgetTailSampler) encodedChunks(chunks []heldChunk) [][]byte {
 	out := make([][]byte, 0, len(chunks))
 	for _, c := range chunks {
-		if b, ok := p.encoded(c); ok {
+		if b, ok := p.encoded(c.data); ok {
 			out = append(out, b)
 		}
 	}
@@ -64,9 +60,11 @@ func (p *budgetTailSampler) encodedChunks(chunks [][]byte) [][]byte {
 }
 
 // add takes a kept trace's chunks; booked is the bytes its decision booked.
-func (k *keptSet) add(chunks [][]byte, th sampling.Threshold, reason string, booked int64) {
+func (k *keptSet) add(chunks []heldChunk, th sampling.Threshold, reason string, booked int64) {
 	from := len(k.chunks)
-	k.chunks = append(k.chunks, chunks...)
+	for _, c := range chunks {
+		k.chunks = append(k.chunks, c.data)
+	}
 	k.traces = append(k.traces, keptTrace{from: from, to: len(k.chunks), th: th, reason: reason, booked: booked})
 }
 

@@ -472,7 +472,7 @@ func TestDisagreeingViewsDoNotPassATraceForever(t *testing.T) {
 	b.p.handoff.ring.Store(ring.New([]string{"127.0.0.2:4317"})) // B: A owns it
 	// A holds the trace (its owner was unreachable when it came, say).
 	f := fragmentOf(a, oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond))
-	a.p.ingest(a.p.shardOf(id), id, f, f.encoded, arrivedNow(ht.now()), &keptSet{})
+	a.p.ingest(a.p.shardOf(id), id, f, heldChunk{data: f.encoded}, arrivedNow(ht.now()), &keptSet{})
 	for range 3 * maxHops {
 		ht.advance(11 * time.Second)
 		ht.settle()
@@ -493,7 +493,7 @@ func fragmentOf(ts *testSampler, td ptrace.Traces) *fragment {
 		panic(fmt.Sprint("not one fragment: ", err))
 	}
 	f := req.frags[0]
-	ts.p.encode(req, &f, new([]byte))
+	ts.p.encode(req, &f, nil, new([]byte))
 	req.release()
 	return &f
 }

@@ -34,6 +34,7 @@ func (h *handoff) receive(ctx context.Context, td ptrace.Traces, from string) {
 	defer req.release()
 	var out keptSet
 	var encoded, scratch []byte
+	sl := p.newSlab(req)
 	for i := range req.frags {
 		f := &req.frags[i]
 		id := f.id
@@ -43,12 +44,13 @@ func (h *handoff) receive(ctx context.Context, td ptrace.Traces, from string) {
 			a.rootAt = now.Add(-rec.rootAge)
 		}
 		sh := p.shardOf(id)
-		p.encode(req, f, &encoded)
-		chunk := p.codec.store(f.encoded, &scratch)
+		in := p.encode(req, f, sl, &encoded)
+		chunk := heldChunk{data: p.codec.store(f.encoded, &scratch), slab: in}
 		sh.mu.Lock()
 		p.ingest(sh, id, f, chunk, a, &out)
 		sh.mu.Unlock()
 	}
+	p.buffered.letGo(sl)
 	for id, rec := range records {
 		if rec.kind != recordDecision {
 			continue

@@ -119,35 +119,43 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 	now := p.now()
 	var out keptSet
 	var encoded, scratch []byte
+	sl := p.newSlab(req)
 	for i := range req.frags {
 		f := &req.frags[i]
 		sh := p.shardOf(f.id)
-		p.encode(req, f, &encoded)
+		in := p.encode(req, f, sl, &encoded)
 		if p.handoff != nil && p.handoff.proxy(sh, f.id, f, now) {
 			continue
 		}
 		// Compressing is most of a fragment's cost then: before the lock.
-		chunk := p.codec.store(f.encoded, &scratch)
+		chunk := heldChunk{data: p.codec.store(f.encoded, &scratch), slab: in}
 		sh.mu.Lock()
 		p.ingest(sh, f.id, f, chunk, arrivedNow(now), &out)
 		sh.mu.Unlock()
 		p.enforceBounds(now, &out)
 	}
+	p.buffered.letGo(sl)
 	p.forward(ctx, &out)
 	return nil
 }
 
-// encode sets f.encoded, copied out of the request's encoding: into a
-// buffer of its own, or with compression (the chunk is then a copy) into
-// reuse, the caller's buffer. Whoever keeps f.encoded past the next
+// encode sets f.encoded, copied out of the request's encoding: into its
+// part of the request's slab, into a buffer of its own, or with compression
+// (the chunk is then a copy) into reuse, the caller's buffer; it returns
+// the slab f.encoded lies in, if any. Whoever keeps f.encoded past the next
 // fragment clones it.
-func (p *budgetTailSampler) encode(req *request, f *fragment, reuse *[]byte) {
-	if p.codec.compress {
+func (p *budgetTailSampler) encode(req *request, f *fragment, sl *slab, reuse *[]byte) *slab {
+	switch {
+	case p.codec.compress:
 		*reuse = req.wire.appendEncoding((*reuse)[:0], f.first)
 		f.encoded = *reuse
-		return
+		return nil
+	case sl != nil && f.inSlab():
+		f.encoded = req.wire.appendEncoding(sl.carve(f.bytes), f.first)
+		return sl
 	}
 	f.encoded = req.wire.appendEncoding(make([]byte, 0, f.bytes), f.first)
+	return nil
 }
 
 // split cuts td into one fragment per trace, each summarized for the
@@ -389,7 +397,7 @@ func arrivedNow(now time.Time) arrival { return arrival{at: now, rootAt: now} }
 
 // ingest buffers one fragment (chunk is its encoding), or lets it follow
 // its trace's decision; called with sh.mu held.
-func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, chunk []byte, a arrival, out *keptSet) {
+func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, chunk heldChunk, a arrival, out *keptSet) {
 	priming := p.priming.Load() && !a.handed
 	sh.fragments++
 	k, ok := sh.lookup(id)
@@ -421,7 +429,10 @@ func (p *budgetTailSampler) ingest(sh *shard, id pcommon.TraceID, f *fragment, c
 	t.hops = max(t.hops, a.hops)
 	held := sh.held(t)
 	held.addChunk(chunk)
-	sh.grow(t, f.bytes, int64(len(chunk)))
+	if chunk.slab != nil {
+		chunk.slab.holds.Add(1)
+	}
+	sh.grow(t, f.bytes, chunk.stored())
 	if priming {
 		sh.intake += p.unit.volume(f.spans, f.bytes+f.stampBytes)
 	}

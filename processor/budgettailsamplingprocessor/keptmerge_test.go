@@ -182,7 +182,11 @@ func BenchmarkForward(b *testing.B) {
 		for _, sh := range ts.p.shards {
 			sh.each(func(t *trace) {
 				if len(kept) < 60 {
-					kept = append(kept, sh.held(t).chunks)
+					var data [][]byte
+					for _, c := range sh.held(t).chunks {
+						data = append(data, c.data)
+					}
+					kept = append(kept, data)
 				}
 			})
 		}

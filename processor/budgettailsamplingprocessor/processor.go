@@ -229,7 +229,7 @@ func (p *budgetTailSampler) totals() (c counters, traces, spans, bytes int64) {
 		bytes += sh.bytes
 		sh.mu.Unlock()
 	}
-	return c, traces, spans, bytes
+	return c, traces, spans, bytes + p.buffered.slabBytes.Load()
 }
 
 // bufferedTraces is how many traces the shards hold now (exact, unlike the

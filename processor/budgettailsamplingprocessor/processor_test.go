@@ -463,8 +463,15 @@ func TestConcurrentIntakeWithBackgroundDecisions(t *testing.T) {
 	require.NoError(t, ts.p.Start(context.Background(), nil))
 	total := feedConcurrently(t, ts.p, 4, 50, workload.Options{Services: 5, ErrorEvery: 7})
 	require.NoError(t, ts.p.Shutdown(context.Background()))
-	c, buffered, _, _ := ts.p.totals()
+	c, buffered, _, bytes := ts.p.totals()
 	assert.Zero(t, buffered)
+	assert.Zero(t, bytes)
+	var pending int64
+	for _, sh := range ts.p.shards {
+		pending += sh.pendingBytes
+	}
+	assert.Zero(t, ts.p.buffered.bytes.Load()+pending, "every slab uncounted once, when its last chunk left")
+	assert.Zero(t, ts.p.buffered.slabBytes.Load())
 	decided := c.spans[sampled] + c.spans[notSampled]
 	assert.Equal(t, total.Load(), decided, "every span decided exactly once")
 	assert.Equal(t, c.spans[sampled], int64(ts.sink.SpanCount()))

@@ -28,8 +28,8 @@ type heldParts struct {
 	traceNames
 	// chunks are the fragments as the buffer holds them; the first sits in
 	// inline, so that a trace arriving whole allocates no slice for them.
-	chunks [][]byte
-	inline [1][]byte
+	chunks []heldChunk
+	inline [1]heldChunk
 }
 
 // traceNames are what the policy books a trace under: the root span's
@@ -80,7 +80,7 @@ func (st *traceStore) release(t *trace) {
 func (st *traceStore) live() int { return st.used - len(st.free) }
 
 // addChunk appends a fragment as the buffer holds it.
-func (h *heldParts) addChunk(chunk []byte) {
+func (h *heldParts) addChunk(chunk heldChunk) {
 	if h.chunks == nil {
 		h.inline[0] = chunk
 		h.chunks = h.inline[:1:1]
@@ -90,7 +90,7 @@ func (h *heldParts) addChunk(chunk []byte) {
 		// A trace in parts mostly comes in more than two (SDK clients
 		// export each service's spans on their own schedule): room for
 		// four saves growing the list twice.
-		h.chunks = append(make([][]byte, 0, chunksOnSecondPart), h.chunks[0], chunk)
+		h.chunks = append(make([]heldChunk, 0, chunksOnSecondPart), h.chunks[0], chunk)
 		return
 	}
 	h.chunks = append(h.chunks, chunk)

@@ -114,17 +114,31 @@ func TestFragmentsAreEncodedAsTheirTracesCopiedOut(t *testing.T) {
 		req, err := ts.p.split(td)
 		require.NoError(t, err)
 		require.Len(t, req.frags, len(want), "seed %d", seed)
+		// Into one slab, as intake does: each fragment's encoding must still
+		// be whole once the others are written after it.
+		sl := ts.p.newSlab(req)
 		var reuse []byte
+		encodings := map[pcommon.TraceID][]byte{}
 		for _, f := range req.frags {
-			ts.p.encode(req, &f, &reuse)
+			in := ts.p.encode(req, &f, sl, &reuse)
+			encodings[f.id] = f.encoded
+			assert.Equal(t, len(f.encoded), cap(f.encoded), "seed %d: a fragment's room is its size", seed)
+			assert.Equal(t, f.hasRoot, in != nil, "seed %d: root-carrying fragments go in the slab", seed)
+		}
+		for _, f := range req.frags {
 			w, ok := want[f.id]
 			require.True(t, ok, "seed %d: a fragment of an unknown trace", seed)
 			encoded, err := m.MarshalTraces(w)
 			require.NoError(t, err)
-			require.Equal(t, encoded, f.encoded, "seed %d trace %v", seed, f.id)
+			require.Equal(t, encoded, encodings[f.id], "seed %d trace %v", seed, f.id)
 			assert.EqualValues(t, len(encoded), f.bytes)
 			assert.Equal(t, w.SpanCount(), f.spans)
 		}
+		if sl != nil {
+			assert.Equal(t, cap(sl.buf), len(sl.buf), "seed %d: the slab is filled exactly", seed)
+		}
+		ts.p.buffered.letGo(sl)
+		assert.Zero(t, ts.p.buffered.bytes.Load(), "seed %d: a slab nothing was buffered from is uncounted", seed)
 		req.release()
 		after, err := m.MarshalTraces(td)
 		require.NoError(t, err)
