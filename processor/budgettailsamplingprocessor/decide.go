@@ -40,15 +40,10 @@ func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, n
 		decided := 0
 		// Intake waits for the shard while it is decided: let it in between
 		// runs of decisions (the lists are read from their heads again).
-		// The pass also gives up its core there, off the lock: a pass of
-		// more than 10 ms is otherwise preempted by the scheduler, almost
-		// always holding a shard, and requests queue behind a goroutine
-		// that waits for a core (docs/BENCHMARKS.md, twelfth pass).
 		yield := func() {
 			if decided++; decided%decideRun == 0 {
 				sh.flush()
 				sh.mu.Unlock()
-				runtime.Gosched()
 				sh.mu.Lock()
 			}
 		}
@@ -70,7 +65,6 @@ func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, n
 		sh.compact()
 		sh.flush()
 		sh.mu.Unlock()
-		runtime.Gosched()
 	}
 	p.forward(ctx, &out)
 }

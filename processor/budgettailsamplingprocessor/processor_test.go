@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -451,6 +452,44 @@ func TestDecisionPassesAreAtMost100msApart(t *testing.T) {
 		ts := newTestSampler(t, cfg)
 		assert.Equal(t, c.want, ts.p.tickInterval(), "waits %v, %v", c.wait, c.afterRoot)
 	}
+}
+
+// On one core, a feeder that never waits (a receiver busy with a backlog)
+// and the decision passes share the core: passes must still decide what
+// expired while it feeds. A pass that gave its core up (runtime.Gosched)
+// every 64 decisions got 64 decisions per 10-ms time slice of the feeder
+// and fell ever further behind: the side-by-side benchmark kept no span in
+// its timed loop (docs/BENCHMARKS.md, twelfth pass).
+func TestDecisionsKeepUpWithABusyFeederOnOneCore(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	cfg := testConfig()
+	cfg.DecisionWait = 20 * time.Millisecond
+	cfg.DecisionWaitAfterRoot = 20 * time.Millisecond
+	cfg.MaxTraces = 10_000_000
+	cfg.MaxBufferedBytes = 8 << 30
+	ts := newTestSampler(t, cfg)
+	ts.p.now = time.Now
+	require.NoError(t, ts.p.Start(context.Background(), nil))
+	g := workload.NewGenerator(workload.Options{Services: 5, Seed: 1})
+	// Spans fed until 200 ms before the end: their waits were over 180 ms
+	// before it, ample for passes 10 ms apart that keep up.
+	const feeding, margin = 1500 * time.Millisecond, 200 * time.Millisecond
+	var fed, due int64
+	start := time.Now()
+	for time.Since(start) < feeding {
+		td, _ := g.Batch(20)
+		require.NoError(t, ts.p.ConsumeTraces(context.Background(), td))
+		fed += int64(td.SpanCount())
+		if time.Since(start) < feeding-margin {
+			due = fed
+		}
+	}
+	c, _, _, _ := ts.p.totals()
+	decided := c.spans[sampled] + c.spans[notSampled]
+	require.NoError(t, ts.p.Shutdown(context.Background()))
+	assert.Zero(t, c.traces[sampled][reasonForced]+c.traces[notSampled][reasonForced], "no trace decided early: the bounds are far")
+	t.Logf("decided %d of %d spans due (%d fed)", decided, due, fed)
+	assert.GreaterOrEqual(t, decided, due/2, "decided %d of %d spans due (%d fed)", decided, due, fed)
 }
 
 func TestConcurrentIntakeWithBackgroundDecisions(t *testing.T) {
