@@ -311,11 +311,14 @@ type bufferTotals struct {
 	slabBytes atomic.Int64
 	// The steps: at most 32 traces and 64 KiB, at least 1.
 	flushTraces, flushBytes int64
+	// arena holds the slabs' memory.
+	arena *slabArena
 }
 
 func newBufferTotals(cfg *Config, shards int) bufferTotals {
 	step := func(bound, most int64) int64 { return min(max(bound/int64(shards*64), 1), most) }
-	return bufferTotals{flushTraces: step(int64(cfg.MaxTraces), 32), flushBytes: step(cfg.MaxBufferedBytes, 64<<10)}
+	return bufferTotals{flushTraces: step(int64(cfg.MaxTraces), 32), flushBytes: step(cfg.MaxBufferedBytes, 64<<10),
+		arena: newSlabArena(cfg.MaxBufferedBytes, cfg.BufferMemory == bufferMemoryMapped)}
 }
 
 // account records a change of the shard's buffer; called with s.mu held.
@@ -463,13 +466,17 @@ func (s *shard) remove(t *trace) {
 	s.bytes -= t.stored
 	s.spans -= int64(t.spans)
 	s.account(-1, -t.stored)
+}
+
+// release frees a removed trace's slot and lets its slabs go (a keptSet
+// forwarding its chunks took holds of its own); nothing of t may be used
+// after.
+func (s *shard) release(t *trace) {
 	for _, c := range s.held(t).chunks {
 		s.totals.letGo(c.slab)
 	}
+	s.store.release(t)
 }
-
-// release frees a removed trace's slot; nothing of t may be used after.
-func (s *shard) release(t *trace) { s.store.release(t) }
 
 // forget deletes the index entry of a trace that left undecided.
 func (s *shard) forget(id pcommon.TraceID) { s.index.Delete(id) }

@@ -32,6 +32,11 @@ type Config struct {
 	// BufferCompression is how buffered spans are held: none (their OTLP
 	// encoding) or s2 (S2-compressed: less memory, more CPU).
 	BufferCompression string `mapstructure:"buffer_compression"`
+	// BufferMemory is where the buffer's shared allocations (slabs) live:
+	// heap (the Go heap) or mapped (anonymous mappings outside it, which
+	// memory_limiter and GOMEMLIMIT do not see; max_buffered_bytes bounds
+	// them).
+	BufferMemory string `mapstructure:"buffer_memory"`
 	// MaxSpansPerTrace decides a trace at once when it grows past this.
 	MaxSpansPerTrace int `mapstructure:"max_spans_per_trace"`
 	// DecisionCache sizes the caches late spans are matched against.
@@ -181,6 +186,7 @@ func createDefaultConfig() *Config {
 		MaxTraces:             defaultMaxTrace,
 		MaxBufferedBytes:      256 << 20,
 		BufferCompression:     compressionNone,
+		BufferMemory:          bufferMemoryHeap,
 		MaxSpansPerTrace:      10_000,
 		DecisionCache: DecisionCacheConfig{
 			SampledSize:    10 * defaultMaxTrace,
@@ -259,6 +265,12 @@ func (c *Config) Validate() error {
 	}
 	if c.BufferCompression != compressionNone && c.BufferCompression != compressionS2 {
 		errs = append(errs, fmt.Errorf("buffer_compression: must be %q or %q, got %q", compressionNone, compressionS2, c.BufferCompression))
+	}
+	switch {
+	case c.BufferMemory != bufferMemoryHeap && c.BufferMemory != bufferMemoryMapped:
+		errs = append(errs, fmt.Errorf("buffer_memory: must be %q or %q, got %q", bufferMemoryHeap, bufferMemoryMapped, c.BufferMemory))
+	case c.BufferMemory == bufferMemoryMapped && !canMap:
+		errs = append(errs, fmt.Errorf("buffer_memory: %q needs anonymous memory mappings, which this platform lacks", bufferMemoryMapped))
 	}
 	atLeast("max_spans_per_trace", c.MaxSpansPerTrace, 1)
 	// Ring slots are 32-bit (an index entry stays small); 2^31 decisions

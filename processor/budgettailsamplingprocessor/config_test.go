@@ -29,6 +29,7 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, 3*time.Second, full.DecisionWaitAfterRoot)
 	assert.Equal(t, int64(512<<20), full.MaxBufferedBytes)
 	assert.Equal(t, "s2", full.BufferCompression)
+	assert.Equal(t, "mapped", full.BufferMemory)
 	assert.Equal(t, 400000, full.DecisionCache.NotSampledSize)
 	assert.True(t, full.Errors.HTTPServerErrors)
 	assert.Equal(t, []string{"service.name", "http.route"}, full.Outliers.GroupBy)
@@ -75,6 +76,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		"max_buffered_bytes":                         func(c *Config) { c.MaxBufferedBytes = 0 },
 		"max_spans_per_trace":                        func(c *Config) { c.MaxSpansPerTrace = 0 },
 		"buffer_compression":                         func(c *Config) { c.BufferCompression = "zstd" },
+		"buffer_memory":                              func(c *Config) { c.BufferMemory = "disk" },
 		"decision_cache.sampled_size":                func(c *Config) { c.DecisionCache.SampledSize = 0 },
 		"decision_cache.not_sampled_size: must be ≤": func(c *Config) { c.DecisionCache.NotSampledSize = math.MaxInt32 + 1 },
 		"smoothing":                                  func(c *Config) { c.Smoothing = 0 },

@@ -20,7 +20,9 @@ type keptSet struct {
 	// chunks are the kept traces' chunks, each trace's in a run: a trace's
 	// own slice of them is in the store, reused once it is decided.
 	chunks [][]byte
-	late   []lateFragment
+	// slabs are held until the chunks are forwarded (see slabArena).
+	slabs []*slab
+	late  []lateFragment
 }
 
 type keptTrace struct {
@@ -48,11 +50,16 @@ func (p *budgetTailSampler) encoded(chunk []byte) ([]byte, bool) {
 }
 
 // encodedChunks are a trace's fragments as OTLP encodings, for a peer: a
-// slice of their own (the trace's is reused once it leaves).
+// slice of their own (the trace's is reused once it leaves), and copies of
+// chunks in slabs, whose memory goes back to the arena once the trace
+// leaves while the peer's request is still queued.
 func (p *budgetTailSampler) encodedChunks(chunks []heldChunk) [][]byte {
 	out := make([][]byte, 0, len(chunks))
 	for _, c := range chunks {
 		if b, ok := p.encoded(c.data); ok {
+			if c.slab != nil {
+				b = bytes.Clone(b)
+			}
 			out = append(out, b)
 		}
 	}
@@ -64,6 +71,10 @@ func (k *keptSet) add(chunks []heldChunk, th sampling.Threshold, reason string, 
 	from := len(k.chunks)
 	for _, c := range chunks {
 		k.chunks = append(k.chunks, c.data)
+		if c.slab != nil {
+			c.slab.holds.Add(1)
+			k.slabs = append(k.slabs, c.slab)
+		}
 	}
 	k.traces = append(k.traces, keptTrace{from: from, to: len(k.chunks), th: th, reason: reason, booked: booked})
 }
@@ -80,6 +91,13 @@ func (k *keptSet) addLate(encoded []byte, th sampling.Threshold, booked int64) {
 // tenant) never travels with another's spans. Late fragments are the
 // request's own and keep its context.
 func (p *budgetTailSampler) forward(ctx context.Context, k *keptSet) {
+	// What the next consumer holds was decoded, copied out of the chunks.
+	defer func() {
+		for _, sl := range k.slabs {
+			p.buffered.letGo(sl)
+		}
+		k.slabs = nil
+	}()
 	if len(k.traces) > 0 {
 		m := newKeptMerger()
 		for _, kt := range k.traces {

@@ -39,6 +39,10 @@ func testConfig() *Config {
 	cfg.DecisionWaitAfterRoot = 2 * time.Second
 	cfg.Budget.SpansPerSecond = 1000
 	cfg.NumShards = 4
+	if canMap {
+		// The tests check the arena's discipline (arena_test.go).
+		cfg.BufferMemory = bufferMemoryMapped
+	}
 	return cfg
 }
 

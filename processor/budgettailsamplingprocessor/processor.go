@@ -208,6 +208,7 @@ func (p *budgetTailSampler) Shutdown(ctx context.Context) error {
 		sh.mu.Unlock()
 		p.forward(ctx, &out)
 	}
+	p.buffered.arena.close()
 	if p.reg != nil {
 		return p.reg.Unregister()
 	}

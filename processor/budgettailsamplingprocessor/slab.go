@@ -23,8 +23,13 @@ import "sync/atomic"
 // compression.
 type slab struct {
 	buf []byte
-	// holds are the buffered chunks in it, plus one held by its request
-	// while it is taken in (see letGo).
+	// block is the memory buf lies in, counted whole; inArena: it is the
+	// arena's, given back when the last hold goes.
+	block   []byte
+	inArena bool
+	// holds are the buffered chunks in it, the keptSets that will forward
+	// chunks of it, plus one held by its request while it is taken in (see
+	// letGo).
 	holds atomic.Int32
 }
 
@@ -61,10 +66,12 @@ func (p *budgetTailSampler) newSlab(req *request) *slab {
 	if n == 0 {
 		return nil
 	}
-	sl := &slab{buf: make([]byte, 0, n)}
+	block, inArena := p.buffered.arena.alloc(n)
+	sl := &slab{buf: block[:0:n], block: block, inArena: inArena}
 	sl.holds.Store(1)
-	p.buffered.bytes.Add(n)
-	p.buffered.slabBytes.Add(n)
+	size := int64(len(block))
+	p.buffered.bytes.Add(size)
+	p.buffered.slabBytes.Add(size)
 	return sl
 }
 
@@ -80,12 +87,17 @@ func (sl *slab) carve(n int64) []byte {
 	return sl.buf[from : from : from+int(n)]
 }
 
-// letGo drops one hold on sl (nil: nothing to do); the last uncounts it.
+// letGo drops one hold on sl (nil: nothing to do); the last uncounts it
+// and gives its memory back.
 func (t *bufferTotals) letGo(sl *slab) {
 	if sl == nil || sl.holds.Add(-1) > 0 {
 		return
 	}
-	n := int64(cap(sl.buf))
+	n := int64(len(sl.block))
 	t.bytes.Add(-n)
 	t.slabBytes.Add(-n)
+	if sl.inArena {
+		t.arena.release(sl.block)
+	}
+	sl.buf, sl.block = nil, nil
 }

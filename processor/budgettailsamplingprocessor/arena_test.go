@@ -1,0 +1,99 @@
+package budgettailsamplingprocessor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+)
+
+// Every test of the package puts its slabs in the arena and poisons blocks
+// it takes back, so that a chunk read after its slab was let go reads
+// poison instead of the spans it held.
+func init() {
+	minArenaSlab = 0
+	poisonFreedBlocks = true
+}
+
+func TestBlockSizesAreClassesAtMostAnEighthAboveTheSlab(t *testing.T) {
+	for _, n := range []int64{1, 4096, 4097, 16 << 10, 17 << 10, 100_000, 1 << 20, 1<<20 + 1, 9_999_999} {
+		size := blockSize(n)
+		assert.GreaterOrEqual(t, size, n)
+		assert.LessOrEqual(t, size, max(n+n/8, (n+4095)/4096*4096), "n=%d", n)
+		assert.Zero(t, size%4096, "n=%d: whole pages", n)
+	}
+}
+
+func TestArenaReusesBlocksAndUnmapsBeyondItsFreeBound(t *testing.T) {
+	if !canMap {
+		t.Skip("no anonymous mappings on this platform")
+	}
+	a := newSlabArena(8*100<<10, true) // maxFree: 100 KiB
+	b1, inArena := a.alloc(60 << 10)
+	require.True(t, inArena)
+	b2, _ := a.alloc(60 << 10)
+	require.Len(t, b1, int(blockSize(60<<10)))
+	b1[0] = 1
+	a.release(b1)
+	assert.Equal(t, byte(poisonByte), b1[0], "poisoned when taken back")
+	assert.Equal(t, int64(len(b1)), a.freeBytes)
+	again, _ := a.alloc(60 << 10)
+	assert.Same(t, &b1[0], &again[0], "a free block of the class is reused")
+	assert.Zero(t, a.freeBytes)
+	a.release(again)
+	a.release(b2) // beyond 100 KiB free: unmapped, not kept
+	assert.Equal(t, int64(len(b1)), a.freeBytes)
+	a.close()
+	assert.Zero(t, a.freeBytes)
+}
+
+// Kept traces are forwarded after the decision let their trace's slabs go:
+// the keptSet must hold them until the spans are decoded, or the spans
+// forwarded are whatever the arena put there next (poison here).
+func TestKeptSpansAreIntactAfterTheirSlabsAreLetGo(t *testing.T) {
+	cfg := testConfig()
+	cfg.Budget.SpansPerSecond = 1e9 // keep everything
+	ts := newTestSampler(t, cfg)
+	g := workload.NewGenerator(workload.Options{Services: 5, Seed: 3})
+	var sent []ptrace.Traces
+	want := map[string]int{}
+	for range 20 {
+		td, _ := g.Batch(30)
+		for _, span := range allSpans(td) {
+			want[span.SpanID().String()]++
+		}
+		sent = append(sent, td)
+		ts.send(td)
+	}
+	ts.advance(time.Minute)
+	ts.p.decideExpired(context.Background())
+	got := map[string]int{}
+	for _, td := range ts.sink.AllTraces() {
+		for _, span := range allSpans(td) {
+			got[span.SpanID().String()]++
+		}
+	}
+	assert.Equal(t, want, got, "every span forwarded once, intact")
+	c, _, _, _ := ts.p.totals()
+	assert.Equal(t, c.spans[sampled], int64(len(want)))
+	assert.Zero(t, ts.p.buffered.slabBytes.Load(), "every slab let go")
+}
+
+func allSpans(td ptrace.Traces) []ptrace.Span {
+	var out []ptrace.Span
+	for i := 0; i < td.ResourceSpans().Len(); i++ {
+		sss := td.ResourceSpans().At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				out = append(out, spans.At(k))
+			}
+		}
+	}
+	return out
+}
