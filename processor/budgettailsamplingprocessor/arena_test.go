@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 )
 
@@ -60,40 +61,20 @@ func TestKeptSpansAreIntactAfterTheirSlabsAreLetGo(t *testing.T) {
 	cfg.Budget.SpansPerSecond = 1e9 // keep everything
 	ts := newTestSampler(t, cfg)
 	g := workload.NewGenerator(workload.Options{Services: 5, Seed: 3})
-	var sent []ptrace.Traces
 	want := map[string]int{}
 	for range 20 {
 		td, _ := g.Batch(30)
-		for _, span := range allSpans(td) {
-			want[span.SpanID().String()]++
-		}
-		sent = append(sent, td)
+		spanwalk.Traces(td, func(_ ptrace.ResourceSpans, span ptrace.Span) { want[span.SpanID().String()]++ })
 		ts.send(td)
 	}
 	ts.advance(time.Minute)
 	ts.p.decideExpired(context.Background())
 	got := map[string]int{}
 	for _, td := range ts.sink.AllTraces() {
-		for _, span := range allSpans(td) {
-			got[span.SpanID().String()]++
-		}
+		spanwalk.Traces(td, func(_ ptrace.ResourceSpans, span ptrace.Span) { got[span.SpanID().String()]++ })
 	}
 	assert.Equal(t, want, got, "every span forwarded once, intact")
 	c, _, _, _ := ts.p.totals()
 	assert.Equal(t, c.spans[sampled], int64(len(want)))
 	assert.Zero(t, ts.p.buffered.slabBytes.Load(), "every slab let go")
-}
-
-func allSpans(td ptrace.Traces) []ptrace.Span {
-	var out []ptrace.Span
-	for i := 0; i < td.ResourceSpans().Len(); i++ {
-		sss := td.ResourceSpans().At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				out = append(out, spans.At(k))
-			}
-		}
-	}
-	return out
 }
