@@ -11,9 +11,9 @@ import (
 // receiver's decoding land on a heap several times larger than its own
 // working set (cache and TLB misses on 4 KiB pages), and set the pace of
 // its collections. Through the binary at 376,037 spans/s, tail.yaml with
-// slabs in the arena sustained the rate where it fell 5% short before, and
-// ramps sustained 465k-514k spans/s against 403k-408k (docs/BENCHMARKS.md,
-// twelfth pass).
+// slabs in the arena sent the offered rate where it fell 4-7% short
+// before, and five ramps sustained a median of 507k spans/s against
+// 403k-408k (docs/BENCHMARKS.md, twelfth pass).
 //
 // Memory outside the Go heap is not freed by the collector: a block goes
 // back to the arena only when the last hold on its slab is let go
@@ -21,8 +21,9 @@ import (
 // buffer while the trace waits, a keptSet until it is forwarded); a peer's
 // copy is made before the trace leaves (encodedChunks).
 //
-// Blocks are reused by size class (an eighth of a power of two, so at most
-// 12.5% above the slab, counted whole in max_buffered_bytes). Free blocks
+// Blocks are reused by size class (an eighth of a power of two, whole
+// pages: at most 12.5% or a page above the slab, counted whole in
+// max_buffered_bytes). Free blocks
 // beyond maxFree are unmapped, so that what the arena maps stays within
 // max_buffered_bytes plus maxFree.
 type slabArena struct {
@@ -115,8 +116,9 @@ func (a *slabArena) close() {
 }
 
 // Tests set poisonFreedBlocks: a chunk read after its block went back to
-// the arena then reads poisonByte, which no valid encoding of ours starts
-// with, instead of whatever the next slab wrote there.
+// the arena then reads poisonByte instead of whatever the next slab wrote
+// there; it has the varint continuation bit, so a run of it decodes as
+// nothing and the spans go missing.
 var poisonFreedBlocks = false
 
 const poisonByte = 0xA5
