@@ -56,7 +56,7 @@ func newSampler(b *testing.B, kind string, next consumer.Traces) processor.Trace
 				map[string]any{"name": "baseline", "type": "probabilistic", "probabilistic": map[string]any{"sampling_percentage": 1}},
 			},
 		}
-	case "ours", "ours_s2":
+	case "ours", "ours_s2", "ours_mapped":
 		f = budgettailsamplingprocessor.NewFactory()
 		raw = oursConfig(15000, kind)
 	default:
@@ -66,14 +66,19 @@ func newSampler(b *testing.B, kind string, next consumer.Traces) processor.Trace
 }
 
 // oursConfig is our sampler with the semantics newSampler compares, and a
-// budget in spans/s; kind ours_s2 holds its buffer S2-compressed.
+// budget in spans/s; kind ours_s2 holds its buffer S2-compressed,
+// ours_mapped holds it outside the Go heap (configs/tail.yaml's setting).
 func oursConfig(spansPerSecond float64, kind string) map[string]any {
-	compression := "none"
-	if kind == "ours_s2" {
+	compression, memory := "none", "heap"
+	switch kind {
+	case "ours_s2":
 		compression = "s2"
+	case "ours_mapped":
+		memory = "mapped"
 	}
 	return map[string]any{
 		"buffer_compression":       compression,
+		"buffer_memory":            memory,
 		"decision_wait":            decisionWait.String(),
 		"decision_wait_after_root": decisionWait.String(),
 		"max_traces":               1000000,
@@ -224,7 +229,7 @@ func comparedProcessor(b *testing.B, kind, key string, sink *countingSink, warm 
 		proc = createSampler(b, spancostprocessor.NewFactory(), map[string]any{}, sink)
 	case "contrib":
 		proc = newSampler(b, kind, sink)
-	case "ours", "ours_s2":
+	case "ours", "ours_s2", "ours_mapped":
 		proc, budget = oursAtContribVolume(b, kind, key, sink, warm)
 		return proc, budget, func() { _ = proc.Shutdown(context.Background()) }
 	default:
@@ -306,7 +311,7 @@ const defaultContribShare = 0.03
 //     go test -run '^$' -bench TailSamplers -benchtime 4000x -count 5 -cpu 1,2 ./bench/
 func BenchmarkTailSamplers(b *testing.B) {
 	for _, wl := range workloads {
-		for _, kind := range []string{"none", "contrib", "ours", "ours_s2"} {
+		for _, kind := range []string{"none", "contrib", "ours", "ours_s2", "ours_mapped"} {
 			b.Run(fmt.Sprintf("%s/%s", wl.name, kind), func(b *testing.B) {
 				key := fmt.Sprint(wl.name, "/", runtime.GOMAXPROCS(0))
 				src := newSource(wl)

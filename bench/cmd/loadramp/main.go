@@ -19,6 +19,11 @@
 //
 //	go run ./bench/cmd/loadramp -bin bin/otelcol-cost
 //
+// -refine N bisects N more steps after the first failed one, between it and
+// the last step passed, so that a limit is measured within a few percent
+// rather than within the ramp's factor. A setup that passes the ramp's last
+// step is marked so in the summary: its limit is higher.
+//
 // LOADRAMP_EXTRA_CONFIG names a configuration merged over each setup's (for
 // instance the pprof extension, to profile the collector under load).
 //
@@ -36,6 +41,7 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -68,6 +74,10 @@ func main() {
 	start := flag.Float64("start", 20000, "first offered rate, spans/s")
 	factor := flag.Float64("factor", 1.5, "rate multiplier between steps")
 	steps := flag.Int("steps", 10, "at most this many steps per setup")
+	// The ramp's steps are coarse (12% apart in the documented ramps): a
+	// setup that fails a step may hold anything up to it. Bisecting between
+	// the last step passed and the first failed narrows the limit.
+	refine := flag.Int("refine", 0, "after the first failed step, this many steps bisecting between it and the last step passed")
 	step := flag.Duration("step", 20*time.Second, "duration of one step")
 	// 64 in flight measures capacity: with 16, a 30-60 ms hiccup of this
 	// shared VM already drops slots, and the bare path "sustained" anywhere
@@ -82,9 +92,12 @@ func main() {
 		fail("-factor must be above 1: the rate has to rise")
 	case *steps < 1 || *workers < 1:
 		fail("-steps and -workers must be at least 1")
+	case *refine < 0:
+		fail("-refine must be 0 or more")
 	}
 
-	if err := run(*bin, strings.Split(*setups, ","), *start, *factor, *steps, *step, *workers, *out); err != nil {
+	plan := rampPlan{start: *start, factor: *factor, steps: *steps, refine: *refine}
+	if err := run(*bin, strings.Split(*setups, ","), plan, *step, *workers, *out); err != nil {
 		fail(err.Error())
 	}
 }
@@ -94,7 +107,7 @@ func fail(msg string) {
 	os.Exit(1)
 }
 
-func run(bin string, setups []string, start, factor float64, steps int, step time.Duration, workers int, out string) error {
+func run(bin string, setups []string, plan rampPlan, step time.Duration, workers int, out string) error {
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return err
@@ -116,7 +129,7 @@ func run(bin string, setups []string, start, factor float64, steps int, step tim
 		if !ok {
 			return fmt.Errorf("unknown setup %q", name)
 		}
-		res, err := ramp(bin, s, reqs, start, factor, steps, step, workers)
+		res, err := ramp(bin, s, reqs, plan, step, workers)
 		results[name] = res
 		for _, r := range res {
 			fmt.Fprintf(&table, "| %s | %.0f | %.0f | %.2f%% | %.2f | %.2f | %d | %.1f / %.1f |\n", name, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB, ms(r.p50), ms(r.p99))
@@ -129,7 +142,11 @@ func run(bin string, setups []string, start, factor float64, steps int, step tim
 			fmt.Fprintf(&summary, "%s: no step sustained\n", name)
 			continue
 		}
-		fmt.Fprintf(&summary, "%s: sustained %.0f spans/s, %.2f µs CPU/span, %d MiB RSS\n", name, best.sent, best.cpuPerSpan, best.rssMiB)
+		fmt.Fprintf(&summary, "%s: sustained %.0f spans/s, %.2f µs CPU/span, %d MiB RSS", name, best.sent, best.cpuPerSpan, best.rssMiB)
+		if !slices.ContainsFunc(res, func(r stepResult) bool { return !r.passed }) {
+			summary.WriteString(" (passed every step: it may hold more)")
+		}
+		summary.WriteString("\n")
 	}
 	for _, name := range setups {
 		if name != "bare" && results["bare"] != nil {
@@ -274,7 +291,42 @@ func startCollector(bin string, s setup, dir string, sinkAddrs []string) (*colle
 	return &collector{grpcAddr: grpcAddr, cmd: cmd, exited: exited, logs: logs, stop: stop}, nil
 }
 
-func ramp(bin string, s setup, reqs []request, start, factor float64, steps int, step time.Duration, workers int) ([]stepResult, error) {
+// rampPlan is the rates a ramp offers: start, then each step factor times
+// the last while every step passes, at most steps of them; after the first
+// failed step, refine more steps, each at the geometric middle of the
+// highest rate passed and the lowest failed.
+type rampPlan struct {
+	start, factor float64
+	steps, refine int
+}
+
+// next is the rate of the step after done, or false when the ramp is over.
+func (p rampPlan) next(done []stepResult) (float64, bool) {
+	if len(done) == 0 {
+		return p.start, true
+	}
+	firstFailed := slices.IndexFunc(done, func(r stepResult) bool { return !r.passed })
+	if firstFailed < 0 {
+		return done[len(done)-1].offered * p.factor, len(done) < p.steps
+	}
+	if len(done)-1-firstFailed >= p.refine {
+		return 0, false
+	}
+	passed, failed := 0.0, math.Inf(1)
+	for _, r := range done {
+		if r.passed {
+			passed = max(passed, r.offered)
+		} else {
+			failed = min(failed, r.offered)
+		}
+	}
+	if passed == 0 || passed >= failed {
+		return 0, false // nothing passed, or no bracket left to narrow
+	}
+	return math.Sqrt(passed * failed), true
+}
+
+func ramp(bin string, s setup, reqs []request, plan rampPlan, step time.Duration, workers int) ([]stepResult, error) {
 	dir, err := os.MkdirTemp("", "loadramp")
 	if err != nil {
 		return nil, err
@@ -312,8 +364,11 @@ func ramp(bin string, s setup, reqs []request, start, factor float64, steps int,
 	defer conn.Close()
 
 	var res []stepResult
-	rate := start
-	for i := 0; i < steps; i++ {
+	for i := 0; ; i++ {
+		rate, ok := plan.next(res)
+		if !ok {
+			break
+		}
 		delivered0 := sinkRequests.Load()
 		r := runStep(conn, c.cmd.Process.Pid, reqs, rate, step, workers)
 		r.sinkRequests = sinkRequests.Load() - delivered0
@@ -325,10 +380,6 @@ func ramp(bin string, s setup, reqs []request, start, factor float64, steps int,
 			return res, fmt.Errorf("collector exited during the run:\n%s", c.logs.String())
 		default:
 		}
-		if !r.passed {
-			break
-		}
-		rate *= factor
 	}
 	return res, nil
 }

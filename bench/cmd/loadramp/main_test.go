@@ -43,6 +43,49 @@ func TestFreshIDsKeepRequestsValid(t *testing.T) {
 	assert.Len(t, seen, 100)
 }
 
+// A ramp rises by its factor while steps pass, then bisects between the
+// highest rate passed and the lowest failed, so that the limit it reports
+// is within the refinement's bracket rather than a whole factor below.
+func TestRampPlanBisectsAfterTheFirstFailure(t *testing.T) {
+	const limit = 500.0
+	plan := rampPlan{start: 100, factor: 2, steps: 10, refine: 3}
+	var done []stepResult
+	for {
+		rate, ok := plan.next(done)
+		if !ok {
+			break
+		}
+		r := stepResult{offered: rate, sent: min(rate, limit), passed: rate <= limit}
+		done = append(done, r)
+		require.Less(t, len(done), 20, "the plan ends")
+	}
+	var offered []float64
+	for _, r := range done {
+		offered = append(offered, r.offered)
+	}
+	// 100, 200, 400 pass; 800 fails; then √(400·800) fails,
+	// √(400·565.7) passes, √(475.7·565.7) fails.
+	require.Len(t, offered, 7)
+	assert.InDeltaSlice(t, []float64{100, 200, 400, 800, 565.7, 475.7, 518.8}, offered, 0.1)
+	best := sustained(done)
+	require.NotNil(t, best)
+	assert.InDelta(t, 475.7, best.offered, 0.1, "within 9% of the limit, not 20%")
+
+	// Without refinement the ramp stops at its first failure; when every
+	// step passes it stops after its steps.
+	plan.refine = 0
+	rate, ok := plan.next(done[:4])
+	assert.False(t, ok, "stops at the first failure: %v", rate)
+	allPassed := []stepResult{{offered: 100, passed: true}, {offered: 200, passed: true}}
+	plan.steps = 2
+	_, ok = plan.next(allPassed)
+	assert.False(t, ok, "stops after its steps")
+	// Nothing passed: nothing to bisect.
+	plan.refine = 3
+	_, ok = plan.next([]stepResult{{offered: 100}})
+	assert.False(t, ok)
+}
+
 // One short step against the built binary measures something for every
 // setup: spans accepted, the collector's CPU per span, its memory.
 func TestRampMeasuresEverySetup(t *testing.T) {
@@ -54,7 +97,7 @@ func TestRampMeasuresEverySetup(t *testing.T) {
 	require.NoError(t, err)
 	for _, name := range []string{"bare", "tail", "contrib", "gateway"} {
 		t.Run(name, func(t *testing.T) {
-			res, err := ramp(bin, setupsByName[name], reqs, 4000, 2, 1, 3*time.Second, 4)
+			res, err := ramp(bin, setupsByName[name], reqs, rampPlan{start: 4000, factor: 2, steps: 1}, 3*time.Second, 4)
 			require.NoError(t, err)
 			require.Len(t, res, 1)
 			r := res[0]
