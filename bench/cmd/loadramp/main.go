@@ -21,8 +21,8 @@
 //
 // -refine N bisects N more steps after the first failed one, between it and
 // the last step passed, so that a limit is measured within a few percent
-// rather than within the ramp's factor. A setup that passes the ramp's last
-// step is marked so in the summary: its limit is higher.
+// rather than within the ramp's factor. A setup that passes every step is
+// marked so in the summary: its limit is higher than the ramp went.
 //
 // LOADRAMP_EXTRA_CONFIG names a configuration merged over each setup's (for
 // instance the pprof extension, to profile the collector under load).
