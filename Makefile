@@ -149,4 +149,4 @@ bench-go: $(BENCHSTAT)
 	$(BENCHSTAT) bench.out | tee bench.txt
 
 bench-e2e: build
-	$(GO) run ./bench/cmd/loadramp -bin $(BIN) -refine 3 -out bench-e2e.md
+	$(GO) run ./bench/cmd/loadramp -bin $(BIN) -refine 3 -warmup 20s -out bench-e2e.md

@@ -19,6 +19,14 @@
 //
 //	go run ./bench/cmd/loadramp -bin bin/otelcol-cost
 //
+// -warmup D offers the first step's rate for D before the first step, not
+// measured: a sampler's first seconds differ from the rest (its buffer
+// fills and maps fresh memory before any trace is decided), and a limit is
+// what a setup sustains, not what it does while it starts.
+//
+// -rates R1,R2,... offers those rates in that order instead of a ramp (an
+// overload, then a rate passed before it: does the setup recover?).
+//
 // -refine N bisects N more steps after the first failed one, between it and
 // the last step passed, so that a limit is measured within a few percent
 // rather than within the ramp's factor. A setup that passes every step is
@@ -47,6 +55,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +88,10 @@ func main() {
 	// the last step passed and the first failed narrows the limit.
 	refine := flag.Int("refine", 0, "after the first failed step, this many steps bisecting between it and the last step passed")
 	step := flag.Duration("step", 20*time.Second, "duration of one step")
+	rates := flag.String("rates", "", "comma-separated rates, spans/s, to offer in this order instead of a ramp")
+	// tail.yaml holds a trace up to 7 s after its root: its buffer is full
+	// from then on, and its mapped memory reused from ≈ 10 s.
+	warmup := flag.Duration("warmup", 0, "offer the first step's rate this long before measuring (not reported as a step)")
 	// 64 in flight measures capacity: with 16, a 30-60 ms hiccup of this
 	// shared VM already drops slots, and the bare path "sustained" anywhere
 	// from 255k to 514k spans/s on the same binary (docs/BENCHMARKS.md).
@@ -94,9 +107,21 @@ func main() {
 		fail("-steps and -workers must be at least 1")
 	case *refine < 0:
 		fail("-refine must be 0 or more")
+	case *warmup < 0:
+		fail("-warmup must be 0 or more")
 	}
 
-	plan := rampPlan{start: *start, factor: *factor, steps: *steps, refine: *refine}
+	plan := rampPlan{start: *start, factor: *factor, steps: *steps, refine: *refine, warmup: *warmup}
+	if *rates != "" {
+		for _, f := range strings.Split(*rates, ",") {
+			r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || r <= 0 {
+				fail(fmt.Sprintf("-rates: %q is not a rate above 0", f))
+			}
+			plan.rates = append(plan.rates, r)
+		}
+		plan.start = plan.rates[0] // the warm-up's
+	}
 	if err := run(*bin, strings.Split(*setups, ","), plan, *step, *workers, *out); err != nil {
 		fail(err.Error())
 	}
@@ -129,8 +154,11 @@ func run(bin string, setups []string, plan rampPlan, step time.Duration, workers
 		if !ok {
 			return fmt.Errorf("unknown setup %q", name)
 		}
-		res, err := ramp(bin, s, reqs, plan, step, workers)
+		warm, res, err := ramp(bin, s, reqs, plan, step, workers)
 		results[name] = res
+		if warm != nil {
+			fmt.Fprintf(&table, "| %s (warm-up, %s) | %.0f | %.0f | %.2f%% | %.2f | %.2f | %d | %.1f / %.1f |\n", name, plan.warmup, warm.offered, warm.sent, 100*warm.refusedShare, warm.cpuPerSpan, warm.genCPUPerSpan, warm.rssMiB, ms(warm.p50), ms(warm.p99))
+		}
 		for _, r := range res {
 			fmt.Fprintf(&table, "| %s | %.0f | %.0f | %.2f%% | %.2f | %.2f | %d | %.1f / %.1f |\n", name, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB, ms(r.p50), ms(r.p99))
 		}
@@ -298,10 +326,21 @@ func startCollector(bin string, s setup, dir string, sinkAddrs []string) (*colle
 type rampPlan struct {
 	start, factor float64
 	steps, refine int
+	warmup        time.Duration // at start, before the first step
+	// rates, when set, are the steps instead, in their order whatever
+	// passes (e.g. an overload, then a rate passed before it: does the
+	// setup recover?).
+	rates []float64
 }
 
 // next is the rate of the step after done, or false when the ramp is over.
 func (p rampPlan) next(done []stepResult) (float64, bool) {
+	if p.rates != nil {
+		if len(done) < len(p.rates) {
+			return p.rates[len(done)], true
+		}
+		return 0, false
+	}
 	if len(done) == 0 {
 		return p.start, true
 	}
@@ -326,10 +365,12 @@ func (p rampPlan) next(done []stepResult) (float64, bool) {
 	return math.Sqrt(passed * failed), true
 }
 
-func ramp(bin string, s setup, reqs []request, plan rampPlan, step time.Duration, workers int) ([]stepResult, error) {
+// ramp runs setup s through plan's steps; warm is the warm-up (nil without
+// one), which no step's result includes.
+func ramp(bin string, s setup, reqs []request, plan rampPlan, step time.Duration, workers int) (warm *stepResult, res []stepResult, err error) {
 	dir, err := os.MkdirTemp("", "loadramp")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.RemoveAll(dir)
 	var sinkAddrs []string
@@ -337,7 +378,7 @@ func ramp(bin string, s setup, reqs []request, plan rampPlan, step time.Duration
 	for range s.sinks {
 		addr, stop, err := startRawSink(sinkRequests)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		defer stop()
 		sinkAddrs = append(sinkAddrs, addr)
@@ -353,17 +394,33 @@ func ramp(bin string, s setup, reqs []request, plan rampPlan, step time.Duration
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer c.stop()
 	conn, err := grpc.NewClient(c.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer conn.Close()
 
-	var res []stepResult
+	exited := func() error {
+		select {
+		case <-c.exited:
+			return fmt.Errorf("collector exited during the run:\n%s", c.logs.String())
+		default:
+			return nil
+		}
+	}
+	if plan.warmup > 0 {
+		w := runStep(conn, c.cmd.Process.Pid, reqs, plan.start, plan.warmup, workers)
+		fmt.Fprintf(os.Stderr, "warm-up: offered %.0f sent %.0f spans/s for %s, collector %.2f µs/span, RSS %d MiB\n",
+			w.offered, w.sent, plan.warmup, w.cpuPerSpan, w.rssMiB)
+		warm = &w
+		if err := exited(); err != nil {
+			return warm, nil, err
+		}
+	}
 	for i := 0; ; i++ {
 		rate, ok := plan.next(res)
 		if !ok {
@@ -375,13 +432,11 @@ func ramp(bin string, s setup, reqs []request, plan rampPlan, step time.Duration
 		fmt.Fprintf(os.Stderr, "step %d: offered %.0f sent %.0f spans/s, refused %.2f%%, collector %.2f µs/span, generator %.2f µs/span, RSS %d MiB, latency p50 %.1f p99 %.1f ms\n",
 			i+1, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB, ms(r.p50), ms(r.p99))
 		res = append(res, r)
-		select {
-		case <-c.exited:
-			return res, fmt.Errorf("collector exited during the run:\n%s", c.logs.String())
-		default:
+		if err := exited(); err != nil {
+			return warm, res, err
 		}
 	}
-	return res, nil
+	return warm, res, nil
 }
 
 // runStep offers rate spans/s for d: a pacer hands out request slots, at most

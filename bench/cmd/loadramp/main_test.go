@@ -86,6 +86,21 @@ func TestRampPlanBisectsAfterTheFirstFailure(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// Explicit rates are offered in their order, failed or not, and no more.
+func TestRampPlanTakesExplicitRates(t *testing.T) {
+	plan := rampPlan{start: 1, factor: 2, steps: 9, refine: 3, rates: []float64{500, 300, 400}}
+	var done []stepResult
+	for {
+		r, ok := plan.next(done)
+		if !ok {
+			break
+		}
+		done = append(done, stepResult{offered: r, passed: r < 450})
+	}
+	require.Len(t, done, 3)
+	assert.Equal(t, []float64{500, 300, 400}, []float64{done[0].offered, done[1].offered, done[2].offered})
+}
+
 // One short step against the built binary measures something for every
 // setup: spans accepted, the collector's CPU per span, its memory.
 func TestRampMeasuresEverySetup(t *testing.T) {
@@ -97,8 +112,9 @@ func TestRampMeasuresEverySetup(t *testing.T) {
 	require.NoError(t, err)
 	for _, name := range []string{"bare", "tail", "contrib", "gateway"} {
 		t.Run(name, func(t *testing.T) {
-			res, err := ramp(bin, setupsByName[name], reqs, rampPlan{start: 4000, factor: 2, steps: 1}, 3*time.Second, 4)
+			warm, res, err := ramp(bin, setupsByName[name], reqs, rampPlan{start: 4000, factor: 2, steps: 1}, 3*time.Second, 4)
 			require.NoError(t, err)
+			assert.Nil(t, warm, "no warm-up asked for")
 			require.Len(t, res, 1)
 			r := res[0]
 			assert.Positive(t, r.accepted)
@@ -113,6 +129,26 @@ func TestRampMeasuresEverySetup(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A warm-up runs at the first step's rate before it and is reported apart:
+// the steps, and so the limit, measure the setup after it.
+func TestRampWarmsUpBeforeTheFirstStep(t *testing.T) {
+	bin := os.Getenv("OTELCOL_COST_BIN")
+	if bin == "" || testing.Short() {
+		t.Skip("needs the built binary: OTELCOL_COST_BIN")
+	}
+	reqs, err := buildRequests(4)
+	require.NoError(t, err)
+	warm, res, err := ramp(bin, setupsByName["tail"], reqs, rampPlan{start: 8000, factor: 2, steps: 2, warmup: 2 * time.Second}, 2*time.Second, 4)
+	require.NoError(t, err)
+	require.NotNil(t, warm)
+	assert.Equal(t, 8000.0, warm.offered)
+	assert.Positive(t, warm.accepted)
+	require.Len(t, res, 2, "the warm-up is not a step")
+	assert.Equal(t, []float64{8000, 16000}, []float64{res[0].offered, res[1].offered})
+	// Steps start from zero: the warm-up's spans are in no step.
+	assert.InDelta(t, 8000*2, res[0].accepted, 4000)
 }
 
 // The comparison takes the highest rate both setups sustained, not each
