@@ -120,7 +120,6 @@ func main() {
 			}
 			plan.rates = append(plan.rates, r)
 		}
-		plan.start = plan.rates[0] // the warm-up's
 	}
 	if err := run(*bin, strings.Split(*setups, ","), plan, *step, *workers, *out); err != nil {
 		fail(err.Error())
@@ -157,10 +156,10 @@ func run(bin string, setups []string, plan rampPlan, step time.Duration, workers
 		warm, res, err := ramp(bin, s, reqs, plan, step, workers)
 		results[name] = res
 		if warm != nil {
-			fmt.Fprintf(&table, "| %s (warm-up, %s) | %.0f | %.0f | %.2f%% | %.2f | %.2f | %d | %.1f / %.1f |\n", name, plan.warmup, warm.offered, warm.sent, 100*warm.refusedShare, warm.cpuPerSpan, warm.genCPUPerSpan, warm.rssMiB, ms(warm.p50), ms(warm.p99))
+			table.WriteString(tableRow(fmt.Sprintf("%s (warm-up, %s)", name, plan.warmup), *warm))
 		}
 		for _, r := range res {
-			fmt.Fprintf(&table, "| %s | %.0f | %.0f | %.2f%% | %.2f | %.2f | %d | %.1f / %.1f |\n", name, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB, ms(r.p50), ms(r.p99))
+			table.WriteString(tableRow(name, r))
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -186,6 +185,12 @@ func run(bin string, setups []string, plan rampPlan, step time.Duration, workers
 		return os.WriteFile(out, []byte(table.String()+"\n"+summary.String()), 0o644)
 	}
 	return nil
+}
+
+// tableRow is r as a row of the markdown table, labelled.
+func tableRow(label string, r stepResult) string {
+	return fmt.Sprintf("| %s | %.0f | %.0f | %.2f%% | %.2f | %.2f | %d | %.1f / %.1f |\n",
+		label, r.offered, r.sent, 100*r.refusedShare, r.cpuPerSpan, r.genCPUPerSpan, r.rssMiB, ms(r.p50), ms(r.p99))
 }
 
 // stepResult is one rate step.
@@ -326,7 +331,7 @@ func startCollector(bin string, s setup, dir string, sinkAddrs []string) (*colle
 type rampPlan struct {
 	start, factor float64
 	steps, refine int
-	warmup        time.Duration // at start, before the first step
+	warmup        time.Duration // at the first step's rate, before it
 	// rates, when set, are the steps instead, in their order whatever
 	// passes (e.g. an overload, then a rate passed before it: does the
 	// setup recover?).
@@ -413,7 +418,8 @@ func ramp(bin string, s setup, reqs []request, plan rampPlan, step time.Duration
 		}
 	}
 	if plan.warmup > 0 {
-		w := runStep(conn, c.cmd.Process.Pid, reqs, plan.start, plan.warmup, workers)
+		first, _ := plan.next(nil)
+		w := runStep(conn, c.cmd.Process.Pid, reqs, first, plan.warmup, workers)
 		fmt.Fprintf(os.Stderr, "warm-up: offered %.0f sent %.0f spans/s for %s, collector %.2f µs/span, RSS %d MiB\n",
 			w.offered, w.sent, plan.warmup, w.cpuPerSpan, w.rssMiB)
 		warm = &w
