@@ -104,10 +104,7 @@ func TestRampPlanTakesExplicitRates(t *testing.T) {
 // One short step against the built binary measures something for every
 // setup: spans accepted, the collector's CPU per span, its memory.
 func TestRampMeasuresEverySetup(t *testing.T) {
-	bin := os.Getenv("OTELCOL_COST_BIN")
-	if bin == "" || testing.Short() {
-		t.Skip("needs the built binary: OTELCOL_COST_BIN")
-	}
+	bin := builtBinary(t)
 	reqs, err := buildRequests(4)
 	require.NoError(t, err)
 	for _, name := range []string{"bare", "tail", "contrib", "gateway"} {
@@ -134,10 +131,7 @@ func TestRampMeasuresEverySetup(t *testing.T) {
 // A warm-up runs at the first step's rate before it and is reported apart:
 // the steps, and so the limit, measure the setup after it.
 func TestRampWarmsUpBeforeTheFirstStep(t *testing.T) {
-	bin := os.Getenv("OTELCOL_COST_BIN")
-	if bin == "" || testing.Short() {
-		t.Skip("needs the built binary: OTELCOL_COST_BIN")
-	}
+	bin := builtBinary(t)
 	reqs, err := buildRequests(4)
 	require.NoError(t, err)
 	warm, res, err := ramp(bin, setupsByName["tail"], reqs, rampPlan{start: 8000, factor: 2, steps: 2, warmup: 2 * time.Second}, 2*time.Second, 4)
@@ -183,4 +177,15 @@ func TestPercentiles(t *testing.T) {
 	p50, p99 = percentiles(nil)
 	assert.Zero(t, p50)
 	assert.Zero(t, p99)
+}
+
+// builtBinary is the distribution these tests run (OTELCOL_COST_BIN); the
+// test is skipped without it, or with -short.
+func builtBinary(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("OTELCOL_COST_BIN")
+	if bin == "" || testing.Short() {
+		t.Skip("needs the built binary: OTELCOL_COST_BIN")
+	}
+	return bin
 }
