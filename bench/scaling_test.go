@@ -132,60 +132,71 @@ func BenchmarkOutlierGroups(b *testing.B) {
 // (gc-cycles), so that marking a large buffer is in the figure: net-ns/span
 // is all the process's CPU minus what the feeding thread spent building the
 // requests (as in TailSamplers). The decision caches are small and filled
-// before measuring, so that only the buffer's depth differs.
+// before measuring, so that only the buffer's depth differs. Both places a
+// buffer's slabs can live are measured (buffer_memory): the Go heap, the
+// default, and the arena's mappings, configs/tail.yaml's.
 //
 //	go test -run '^$' -bench IntakeDepth -benchtime 20000x -count 5 -cpu 1 ./bench/
 func BenchmarkIntakeDepth(b *testing.B) {
-	for _, depth := range []int{10_000, 1_000_000} {
-		b.Run(fmt.Sprintf("buffered_%d", depth), func(b *testing.B) {
-			depth := depth
-			if b.N < 100 { // the framework's first run, or a smoke run: no fill
-				depth = min(depth, 10_000)
-			}
-			g := workload.NewGenerator(workload.Options{Services: 10, ErrorEvery: 100, SlowEvery: 100})
-			p := newOurSampler(b, &countingSink{}, map[string]any{
-				"decision_wait":            "1h",
-				"decision_wait_after_root": "1h",
-				"max_traces":               depth,
-				"max_buffered_bytes":       8 << 30,
-				"decision_cache":           map[string]any{"sampled_size": 50_000, "not_sampled_size": 50_000},
-				"budget":                   map[string]any{"spans_per_second": 15000},
+	for _, memory := range []string{"heap", "mapped"} {
+		for _, depth := range []int{10_000, 1_000_000} {
+			b.Run(fmt.Sprintf("%s/buffered_%d", memory, depth), func(b *testing.B) {
+				intakeAtDepth(b, memory, depth)
 			})
-			defer func() { _ = p.Shutdown(context.Background()) }()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			// Fill the buffer, then as many traces again as the caches hold,
-			// forced out: the steady state at this depth.
-			for filled := 0; filled < depth+100_000; filled += 1000 {
-				td, _ := g.Batch(1000)
-				_ = p.ConsumeTraces(context.Background(), td)
-			}
-			runtime.GC()
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			var building time.Duration
-			spans := 0
-			cpu0, gc0 := procwatch.SelfCPU(), gcCPU()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				t0 := procwatch.ThreadCPU()
-				td, _ := g.Batch(100)
-				building += procwatch.ThreadCPU() - t0
-				spans += td.SpanCount()
-				if err := p.ConsumeTraces(context.Background(), td); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			cpu := procwatch.SelfCPU() - cpu0
-			runtime.ReadMemStats(&after)
-			b.ReportMetric(float64((cpu-building).Nanoseconds())/float64(spans), "net-ns/span")
-			b.ReportMetric(float64(after.NumGC-before.NumGC), "gc-cycles")
-			// What the collector's marking and assists took of it: the part
-			// of the depth's cost that a buffer the GC does not scan avoids.
-			b.ReportMetric(float64((gcCPU()-gc0).Nanoseconds())/float64(spans), "gc-ns/span")
-		})
+		}
 	}
+}
+
+func intakeAtDepth(b *testing.B, memory string, depth int) {
+	if b.N < 100 { // the framework's first run, or a smoke run: no fill
+		depth = min(depth, 10_000)
+	}
+	g := workload.NewGenerator(workload.Options{Services: 10, ErrorEvery: 100, SlowEvery: 100})
+	p := newOurSampler(b, &countingSink{}, map[string]any{
+		"decision_wait":            "1h",
+		"decision_wait_after_root": "1h",
+		"max_traces":               depth,
+		"max_buffered_bytes":       8 << 30,
+		"buffer_memory":            memory,
+		"decision_cache":           map[string]any{"sampled_size": 50_000, "not_sampled_size": 50_000},
+		"budget":                   map[string]any{"spans_per_second": 15000},
+	})
+	defer func() { _ = p.Shutdown(context.Background()) }()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// Fill the buffer, then as many traces again as the caches hold,
+	// forced out: the steady state at this depth. In requests the size of
+	// the timed loop's, so that the slabs the loop frees are the size it
+	// asks for (with buffer_memory mapped, filling with 1,000-trace
+	// requests made the loop's first half map a fresh block a request).
+	for filled := 0; filled < depth+100_000; filled += 100 {
+		td, _ := g.Batch(100)
+		_ = p.ConsumeTraces(context.Background(), td)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var building time.Duration
+	spans := 0
+	cpu0, gc0 := procwatch.SelfCPU(), gcCPU()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := procwatch.ThreadCPU()
+		td, _ := g.Batch(100)
+		building += procwatch.ThreadCPU() - t0
+		spans += td.SpanCount()
+		if err := p.ConsumeTraces(context.Background(), td); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cpu := procwatch.SelfCPU() - cpu0
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64((cpu-building).Nanoseconds())/float64(spans), "net-ns/span")
+	b.ReportMetric(float64(after.NumGC-before.NumGC), "gc-cycles")
+	// What the collector's marking and assists took of it: the part
+	// of the depth's cost that a buffer the GC does not scan avoids.
+	b.ReportMetric(float64((gcCPU()-gc0).Nanoseconds())/float64(spans), "gc-ns/span")
 }
 
 // gcCPU is the CPU the Go collector has used so far (marking, assists,

@@ -47,8 +47,57 @@ func TestArenaReusesBlocksAndUnmapsBeyondItsFreeBound(t *testing.T) {
 	assert.Same(t, &b1[0], &again[0], "a free block of the class is reused")
 	assert.Zero(t, a.freeBytes)
 	a.release(again)
-	a.release(b2) // beyond 100 KiB free: unmapped, not kept
+	a.release(b2) // beyond 100 KiB free: the longest free is unmapped
 	assert.Equal(t, int64(len(b1)), a.freeBytes)
+	reused, _ := a.alloc(60 << 10)
+	assert.Same(t, &b2[0], &reused[0], "the block given back last is the one kept")
+	a.close()
+	assert.Zero(t, a.freeBytes)
+}
+
+// When the sizes asked for change — a burst of large requests, then the
+// usual ones — the free blocks follow: the arena maps a block for a while,
+// not for every slab from then on. (It kept the old sizes' blocks for ever,
+// and mapped and unmapped one block per request.)
+func TestArenaFreeBlocksFollowTheSizesAskedFor(t *testing.T) {
+	if !canMap {
+		t.Skip("no anonymous mappings on this platform")
+	}
+	const large, usual = 1 << 20, 100 << 10
+	a := newSlabArena(8*4<<20, true) // maxFree: 4 MiB, four large blocks
+	var burst [][]byte
+	for range 4 {
+		b, _ := a.alloc(large)
+		burst = append(burst, b)
+	}
+	for _, b := range burst {
+		a.release(b)
+	}
+	require.Equal(t, int64(4*blockSize(large)), a.freeBytes, "the free list is full of large blocks")
+
+	// The buffer's steady state: each request's slab is let go once 50
+	// newer ones are held.
+	before := a.mappings
+	var held [][]byte
+	const requests = 1000
+	for i := range requests {
+		b, inArena := a.alloc(usual + int64(i%3)*4096)
+		require.True(t, inArena)
+		held = append(held, b)
+		if len(held) > 50 {
+			a.release(held[0])
+			held = held[1:]
+		}
+	}
+	maps := a.mappings - before
+	t.Logf("%d blocks mapped for %d requests", maps, requests)
+	// 51 held at once, and the free list's 4 MiB: ≈ 41 more of the usual
+	// sizes, over three classes.
+	assert.LessOrEqual(t, maps, int64(51+41+10), "blocks mapped for %d requests", requests)
+	assert.LessOrEqual(t, a.freeBytes, a.maxFree)
+	for _, b := range held {
+		a.release(b)
+	}
 	a.close()
 	assert.Zero(t, a.freeBytes)
 }
