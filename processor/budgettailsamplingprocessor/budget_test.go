@@ -1,7 +1,6 @@
 package budgettailsamplingprocessor
 
 import (
-	"math"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 )
@@ -60,7 +58,7 @@ func (l *load) run(seconds int) []int {
 		keptPerSecond = append(keptPerSecond, l.ts.sink.SpanCount()-before)
 		l.seconds++
 		if l.seconds%adjustEvery == 0 {
-			l.ts.p.adjust()
+			l.ts.p.adj.Adjust(l.ts.now)
 		}
 	}
 	return keptPerSecond
@@ -135,9 +133,9 @@ func TestBaselineIsFairAcrossServices(t *testing.T) {
 	// A noisy service offers 1,900 spans/s, a quiet one 20.
 	l := newLoad(ts, map[string]int{"noisy": 475, "quiet": 5}, 0)
 	l.run(30)
-	pol := ts.p.policy.Load()
-	assert.Equal(t, 1.0, pol.baseline("quiet").p, "the quiet service keeps all its traffic")
-	assert.InDelta(t, 180.0/1900, pol.baseline("noisy").p, 0.02, "the noisy one takes the rest of the budget")
+	pol := ts.p.adj.Policy()
+	assert.Equal(t, 1.0, pol.Baseline("quiet").P, "the quiet service keeps all its traffic")
+	assert.InDelta(t, 180.0/1900, pol.Baseline("noisy").P, 0.02, "the noisy one takes the rest of the budget")
 }
 
 func TestPriorityCapSamplesErrorsPastTheirShare(t *testing.T) {
@@ -149,8 +147,8 @@ func TestPriorityCapSamplesErrorsPastTheirShare(t *testing.T) {
 	l.run(30)
 	kept := mean(l.run(10))
 	assert.InEpsilon(t, 1000, kept, 0.10)
-	pol := ts.p.policy.Load()
-	assert.InDelta(t, 0.1, pol.errors.p, 0.02, "errors sampled to stay within their share")
+	pol := ts.p.adj.Policy()
+	assert.InDelta(t, 0.1, pol.Errors().P, 0.02, "errors sampled to stay within their share")
 	assert.Positive(t, ts.metric(metadata.MetricPriorityOverflow))
 	keptErrors := 0
 	kspans := ts.keptSpans()
@@ -165,76 +163,10 @@ func TestPriorityCapSamplesErrorsPastTheirShare(t *testing.T) {
 
 func TestBudgetShareFollowsPeers(t *testing.T) {
 	ts := newTestSampler(t, budgetConfig(3000))
-	ts.p.peers.Store(3)
+	ts.p.adj.SetPeers(3)
 	l := newLoad(ts, map[string]int{"a": 2500}, 0)
 	l.run(30)
 	assert.InEpsilon(t, 1000, mean(l.run(10)), 0.10, "each of three instances keeps a third")
-}
-
-func TestBudgetUnits(t *testing.T) {
-	cfg := createDefaultConfig()
-	cfg.Budget.BytesPerSecond = 1000
-	u := newBudgetUnit(cfg.Budget)
-	assert.Equal(t, 280.0, u.volume(1, 280))
-	assert.Equal(t, 1000.0, u.perSecond)
-
-	cfg = createDefaultConfig()
-	cfg.Budget.MonthlyCost = 2628
-	one, zero := 1.0, 0.0
-	cfg.Budget.Pricing.PerMillionSpans = &one
-	cfg.Budget.Pricing.PerGiBIngested = &zero
-	cfg.Budget.Pricing.PerGiBMonthStored = &zero
-	require.NoError(t, cfg.Validate())
-	u = newBudgetUnit(cfg.Budget)
-	// 2,628 a month at 1 per million spans is 1,000 spans/s.
-	assert.InEpsilon(t, 1000, u.perSecond/u.volume(1, 280), 1e-9)
-	assert.InEpsilon(t, 2628.0/pricing.Month.Seconds(), u.perSecond, 1e-9)
-}
-
-func TestWaterLevel(t *testing.T) {
-	rates := map[string]float64{"a": 1, "b": 10, "c": 100}
-	assert.True(t, math.IsInf(waterLevel(rates, unitWeight, 200), 1))
-	assert.InDelta(t, 89, waterLevel(rates, unitWeight, 100), 1e-9) // 1 + 10 + 89 = 100
-	assert.InDelta(t, 10, waterLevel(rates, unitWeight, 21), 1e-9)
-	assert.InDelta(t, 2.5, waterLevel(rates, unitWeight, 6), 1e-9) // 1 + 2.5 + 2.5 = 6
-	assert.Zero(t, waterLevel(rates, unitWeight, 0))
-}
-
-func TestCorrectionTakesOutASteadyOvershoot(t *testing.T) {
-	e := newEstimator(budgetConfig(1000), &ruleSet{})
-	vols := func(kept float64) volumes {
-		v := newVolumes(0)
-		v.baseline["a"] = 5000
-		v.kept = kept
-		return v
-	}
-	// The first policy samples (5,000 offered against 1,000): binding.
-	e.update(vols(1000), 1, 1000)
-	require.True(t, e.binding)
-	// Kept keeps coming in 10% over budget: the correction walks down, at
-	// most 2% an interval, and settles within its bounds.
-	prev := e.correction
-	for i := 0; i < 10; i++ {
-		e.update(vols(1100), 1, 1000)
-		assert.Less(t, e.correction, prev)
-		assert.GreaterOrEqual(t, e.correction, prev*0.98-1e-12)
-		prev = e.correction
-	}
-	for i := 0; i < 200; i++ {
-		e.update(vols(1100), 1, 1000)
-	}
-	assert.InDelta(t, 0.7, e.correction, 1e-9, "bounded below")
-	// Not binding (everything fits): the correction stays where it is.
-	small := newVolumes(0)
-	small.baseline["a"] = 10
-	small.kept = 10
-	for i := 0; i < 20; i++ {
-		e.update(small, 1, 1000)
-	}
-	assert.False(t, e.binding)
-	c := e.correction
-	e.update(small, 1, 1000)
-	assert.Equal(t, c, e.correction)
 }
 
 // Each service's baseline probability is exported, for the dashboard.
@@ -242,38 +174,8 @@ func TestServiceBaselineProbabilityIsExported(t *testing.T) {
 	ts := newTestSampler(t, budgetConfig(200))
 	l := newLoad(ts, map[string]int{"noisy": 475, "quiet": 5}, 0)
 	l.run(30)
-	pol := ts.p.policy.Load()
+	pol := ts.p.adj.Policy()
 	assert.Equal(t, 1.0, ts.metric(metadata.MetricServiceBaseline, attribute.String("service_name", "quiet")))
-	assert.InDelta(t, pol.baseline("noisy").p, ts.metric(metadata.MetricServiceBaseline, attribute.String("service_name", "noisy")), 1e-9)
+	assert.InDelta(t, pol.Baseline("noisy").P, ts.metric(metadata.MetricServiceBaseline, attribute.String("service_name", "noisy")), 1e-9)
 	assert.Less(t, ts.metric(metadata.MetricServiceBaseline, attribute.String("service_name", "noisy")), 0.2)
-}
-
-// The egress ratio is what kept traces weigh as they leave over what their
-// decisions booked, smoothed and bounded, in budget units: 1 for spans.
-func TestEgressRatio(t *testing.T) {
-	// One span and its resource as buffered: merging could not shrink it.
-	td := ptrace.NewTraces()
-	td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("s")
-	var sizer ptrace.ProtoMarshaler
-	size := int64(sizer.TracesSize(td))
-
-	spansUnit := budgetUnit{perSpan: 1, perSecond: 10}
-	spans := newEgressMeter(spansUnit)
-	spans.add(td, 4*size)
-	assert.Equal(t, 1.0, spans.update(spansUnit, 0.5), "a spans budget has no bytes to correct")
-
-	u := budgetUnit{perByte: 1, perSecond: 1000}
-	bytes := newEgressMeter(u)
-	bytes.add(td, 2*size)
-	assert.InDelta(t, 0.75, bytes.update(u, 0.5), 1e-9, "half of the booking left, smoothed from 1")
-	assert.InDelta(t, 0.75, bytes.update(u, 0.5), 1e-9, "nothing left since: unchanged")
-	bytes.add(td, 100*size)
-	assert.InDelta(t, 0.5*0.75+0.5*minEgressRatio, bytes.update(u, 0.5), 1e-9, "bounded below")
-	assert.InDelta(t, 0.5*0.75+0.5*minEgressRatio, bytes.current(), 1e-9, "published for the metric")
-
-	mu := budgetUnit{perSpan: float64(size), perByte: 1}
-	money := newEgressMeter(mu)
-	// Priced per span as much as its bytes that left: booked 1 + 2, left 1 + 1.
-	money.add(td, 2*size)
-	assert.InDelta(t, 2.0/3, money.update(mu, 1), 1e-9, "only the bytes' part shrinks")
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -15,6 +13,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
 )
 
 // Config is the budget_tail_sampling processor's configuration.
@@ -68,65 +72,20 @@ type Config struct {
 	Handoff HandoffConfig `mapstructure:"handoff"`
 }
 
-// HandoffConfig: when the gateways' hash ring changes, a sampler sends the
-// buffered traces it no longer owns to their new owner, proxies fragments
-// of traces it does not own, and on shutdown hands its buffer to the
-// samplers that stay. The ring is computed from budget.peers_dns exactly as
-// the gateways' loadbalancing exporter computes it from the same name.
-type HandoffConfig struct {
-	Enabled bool `mapstructure:"enabled"`
-	// SelfAddress is this sampler's IP as the gateways resolve it (in
-	// Kubernetes the pod IP, from the downward API).
-	SelfAddress string `mapstructure:"self_address"`
-	// RingPort is the port the gateways' dns resolver is configured with:
-	// the ring hashes "ip:port" strings, so it must be the same string (""
-	// when the resolver has none).
-	RingPort string `mapstructure:"ring_port"`
-	// Server receives handoffs from peers (OTLP/gRPC); its port is where
-	// this sampler sends to its peers too.
-	Server configgrpc.ServerConfig `mapstructure:"server"`
-	// Client is the connection to each peer; its endpoint is filled in with
-	// the peer's address and the server's port.
-	Client configgrpc.ClientConfig `mapstructure:"client"`
-	// Timeout bounds one send to a peer.
-	Timeout time.Duration `mapstructure:"timeout"`
-	// RetryOnFailure retries a refused or failed send; past it the traces
-	// are buffered and decided here, as without handoff.
-	RetryOnFailure configretry.BackOffConfig `mapstructure:"retry_on_failure"`
-	// Window is how long recent decisions travel to a trace's new owner, so
-	// that its late spans follow the decision already made.
-	Window time.Duration `mapstructure:"window"`
-	// QueueSize bounds the traces and fragments waiting to be sent to one
-	// peer; when it is full they stay here.
-	QueueSize int `mapstructure:"queue_size"`
-	// ShutdownTimeout bounds the handoff of the buffer at shutdown; what is
-	// left is decided here.
-	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
-}
+// HandoffConfig keeps traces whole when the sampler tier's membership
+// changes (internal/handoff).
+type HandoffConfig = handoff.Config
 
-// RuleConfig is one named rule: OTTL conditions over a trace's spans and
-// conditions on the whole trace, and what to do with a trace that matches.
-type RuleConfig struct {
-	Name string `mapstructure:"name"`
-	// Conditions are OTTL conditions in the span context (span and resource
-	// paths, the standard converters); the rule matches a trace when any of
-	// its spans matches any condition. Empty: every trace.
-	Conditions []string `mapstructure:"conditions"`
-	// TraceConditions are comparisons on the whole trace, all of which must
-	// hold: trace.duration (a Go duration) and trace.span_count, with
-	// >, >=, <, <=, ==, != (e.g. "trace.duration > 2s").
-	TraceConditions []string `mapstructure:"trace_conditions"`
-	// Action is drop, keep or sample.
-	Action string `mapstructure:"action"`
-	// MaxShare caps a keep rule at this share of the budget (0 = only the
-	// priority cap).
-	MaxShare float64 `mapstructure:"max_share"`
-	// Probability samples a sample rule's traces at this fixed probability.
-	Probability float64 `mapstructure:"probability"`
-	// Weight gives a sample rule's traces this weight in the fair baseline
-	// (a service has weight 1).
-	Weight float64 `mapstructure:"weight"`
-}
+// RuleConfig is one named rule (internal/rules).
+type RuleConfig = rules.Config
+
+// OutliersConfig keeps traces slower than the learned quantile of their
+// group (internal/outliers).
+type OutliersConfig = outliers.Config
+
+// BudgetConfig is the whole tier's budget: exactly one of the three
+// (internal/policy).
+type BudgetConfig = policy.BudgetConfig
 
 // DecisionCacheConfig sizes the decision caches, in trace IDs.
 type DecisionCacheConfig struct {
@@ -140,39 +99,21 @@ type ErrorsConfig struct {
 	HTTPServerErrors bool `mapstructure:"http_server_errors"`
 }
 
-// OutliersConfig keeps traces slower than the learned quantile of their group.
-type OutliersConfig struct {
-	Quantile                 float64       `mapstructure:"quantile"`
-	MinObservations          int           `mapstructure:"min_observations"`
-	FallbackLatencyThreshold time.Duration `mapstructure:"fallback_latency_threshold"`
-	// GroupBy are attribute keys of the root span (resource, then span); the
-	// pseudo-key "span.name" is the root span's name.
-	GroupBy   []string      `mapstructure:"group_by"`
-	MaxGroups int           `mapstructure:"max_groups"`
-	Window    time.Duration `mapstructure:"window"`
-	// RelativeAccuracy of the quantile sketch.
-	RelativeAccuracy float64 `mapstructure:"relative_accuracy"`
-}
-
-// BudgetConfig is the whole tier's budget: exactly one of the three.
-type BudgetConfig struct {
-	SpansPerSecond float64        `mapstructure:"spans_per_second"`
-	BytesPerSecond float64        `mapstructure:"bytes_per_second"`
-	MonthlyCost    float64        `mapstructure:"monthly_cost"`
-	Pricing        pricing.Config `mapstructure:"pricing"`
-	// Instances is the static number of sampler instances sharing the budget.
-	Instances int `mapstructure:"instances"`
-	// PeersDNS, when set, counts the instances from this name's A/AAAA records.
-	PeersDNS string `mapstructure:"peers_dns"`
-	// PeersRefreshInterval is how often PeersDNS is resolved.
-	PeersRefreshInterval time.Duration `mapstructure:"peers_refresh_interval"`
-	// MaxPriorityShare caps errors and outliers at this share of the budget.
-	MaxPriorityShare float64 `mapstructure:"max_priority_share"`
-}
-
 const (
-	groupBySpanName = "span.name"
+	groupBySpanName = split.GroupBySpanName
 	defaultMaxTrace = 100_000
+)
+
+// Buffer compression modes (buffer_compression).
+const (
+	compressionNone = "none"
+	compressionS2   = "s2"
+)
+
+// Where slabs live (buffer_memory).
+const (
+	bufferMemoryHeap   = "heap"
+	bufferMemoryMapped = "mapped"
 )
 
 func createDefaultConfig() *Config {
@@ -269,7 +210,7 @@ func (c *Config) Validate() error {
 	switch {
 	case c.BufferMemory != bufferMemoryHeap && c.BufferMemory != bufferMemoryMapped:
 		errs = append(errs, fmt.Errorf("buffer_memory: must be %q or %q, got %q", bufferMemoryHeap, bufferMemoryMapped, c.BufferMemory))
-	case c.BufferMemory == bufferMemoryMapped && !canMap:
+	case c.BufferMemory == bufferMemoryMapped && !spanmem.CanMap:
 		errs = append(errs, fmt.Errorf("buffer_memory: %q needs anonymous memory mappings, which this platform lacks", bufferMemoryMapped))
 	}
 	atLeast("max_spans_per_trace", c.MaxSpansPerTrace, 1)
@@ -300,87 +241,11 @@ func (c *Config) Validate() error {
 	if !(o.RelativeAccuracy > 0 && o.RelativeAccuracy < 0.5) {
 		errs = append(errs, fmt.Errorf("outliers.relative_accuracy: must be in (0, 0.5), got %v", o.RelativeAccuracy))
 	}
-	errs = append(errs, c.Budget.validate()...)
-	errs = append(errs, c.Handoff.validate(c.Budget.PeersDNS)...)
-	if _, err := compileRules(c.Rules, component.TelemetrySettings{Logger: zap.NewNop()}); err != nil {
+	errs = append(errs, c.Budget.Check()...)
+	errs = append(errs, c.Handoff.Check(c.Budget.PeersDNS)...)
+	if _, err := rules.Compile(c.Rules, component.TelemetrySettings{Logger: zap.NewNop()}); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-func (b *BudgetConfig) validate() []error {
-	var errs []error
-	set := 0
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"spans_per_second", b.SpansPerSecond}, {"bytes_per_second", b.BytesPerSecond}, {"monthly_cost", b.MonthlyCost}} {
-		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			errs = append(errs, fmt.Errorf("budget.%s: must be a finite number ≥ 0, got %v", f.name, f.v))
-		}
-		if f.v > 0 {
-			set++
-		}
-	}
-	if set != 1 {
-		errs = append(errs, fmt.Errorf("budget: exactly one of spans_per_second, bytes_per_second, monthly_cost must be > 0, got %d", set))
-	}
-	if b.Instances < 1 {
-		errs = append(errs, fmt.Errorf("budget.instances: must be ≥ 1, got %d", b.Instances))
-	}
-	if b.PeersDNS != "" && b.PeersRefreshInterval <= 0 {
-		errs = append(errs, fmt.Errorf("budget.peers_refresh_interval: must be > 0, got %v", b.PeersRefreshInterval))
-	}
-	if !(b.MaxPriorityShare > 0 && b.MaxPriorityShare <= 1) {
-		errs = append(errs, fmt.Errorf("budget.max_priority_share: must be in (0, 1], got %v", b.MaxPriorityShare))
-	}
-	return errs
-}
-
-func (h *HandoffConfig) validate(peersDNS string) []error {
-	if !h.Enabled {
-		return nil
-	}
-	var errs []error
-	if peersDNS == "" {
-		errs = append(errs, errors.New("handoff.enabled: needs budget.peers_dns, the name the gateways' dns resolver reads"))
-	}
-	if net.ParseIP(h.SelfAddress) == nil {
-		errs = append(errs, fmt.Errorf("handoff.self_address: must be this sampler's IP address as the gateways resolve it, got %q", h.SelfAddress))
-	}
-	if h.RingPort != "" {
-		if n, err := strconv.Atoi(h.RingPort); err != nil || n < 1 || n > 65535 {
-			errs = append(errs, fmt.Errorf("handoff.ring_port: must be a port number or empty, got %q", h.RingPort))
-		}
-	}
-	if _, err := h.serverPort(); err != nil {
-		errs = append(errs, fmt.Errorf("handoff.server.endpoint: %w", err))
-	}
-	if err := h.RetryOnFailure.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("handoff.retry_on_failure: %w", err))
-	}
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{{"timeout", h.Timeout}, {"window", h.Window}, {"shutdown_timeout", h.ShutdownTimeout}} {
-		if f.d <= 0 {
-			errs = append(errs, fmt.Errorf("handoff.%s: must be > 0, got %v", f.name, f.d))
-		}
-	}
-	if h.QueueSize < 1 {
-		errs = append(errs, fmt.Errorf("handoff.queue_size: must be ≥ 1, got %d", h.QueueSize))
-	}
-	return errs
-}
-
-// serverPort is the port peers' handoff servers listen on: this one's.
-func (h *HandoffConfig) serverPort() (string, error) {
-	_, port, err := net.SplitHostPort(h.Server.NetAddr.Endpoint)
-	if err != nil {
-		return "", fmt.Errorf("must be host:port, got %q", h.Server.NetAddr.Endpoint)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("must have a fixed port (peers send to it), got %q", h.Server.NetAddr.Endpoint)
-	}
-	return port, nil
-}

@@ -1,66 +1,24 @@
 package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
 
-// decision and reason index the counters.
-type decision uint8
+import (
+	"context"
 
-const (
-	notSampled decision = iota
-	sampled
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
-var decisionNames = [...]string{"not_sampled", "sampled"}
-
-type reason uint8
-
-const (
-	reasonError reason = iota
-	reasonOutlier
-	reasonBaseline
-	reasonForced
-	reasonSpanLimit
-	reasonLateSpan
-	reasonLateError
-	reasonRule // decided by a rule; which one is in the rule metrics
-	numReasons
-)
-
-var reasonNames = [...]string{"error", "outlier", "baseline", "forced", "span_limit", "late_span", "late_error", "rule"}
-
-// priority classes, for the overflow counter.
-const (
-	classError = iota
-	classOutlier
-	classRule // keep rules past their max_share
-	numClasses
-)
-
-var classNames = [...]string{"error", "outlier", "rule"}
-
-type invalidCause uint8
-
-const (
-	invalidZeroTraceID invalidCause = iota
-	invalidMissingServiceName
-	invalidEndBeforeStart
-	invalidUnparseableTracestate
-	invalidInconsistentThreshold
-	invalidTracestateTruncated
-	invalidDuplicate
-	numInvalidCauses
-)
-
-var invalidNames = [...]string{"zero_trace_id", "missing_service_name", "end_before_start",
-	"unparseable_tracestate", "inconsistent_threshold", "tracestate_truncated", "duplicate"}
-
-// counters are cumulative totals, kept per shard under its lock.
+// counters are cumulative totals, kept per shard under its lock and summed
+// when metrics are read.
 type counters struct {
-	traces          [2][numReasons]int64
+	traces          [2][traceinfo.NumReasons]int64
 	spans           [2]int64
 	bytes           [2]int64
 	late            [2]int64
-	invalid         [numInvalidCauses]int64
+	invalid         [traceinfo.NumInvalidCauses]int64
 	droppedTooEarly int64
-	overflow        [numClasses]int64
+	overflow        [traceinfo.NumClasses]int64
 	rules           []ruleCounters // per rule
 }
 
@@ -70,14 +28,14 @@ type ruleCounters struct {
 }
 
 // count records a decision, or a late fragment that followed one.
-func (c *counters) count(d decision, r reason, spans int, bytes int64) {
+func (c *counters) count(d traceinfo.Decision, r traceinfo.Reason, spans int, bytes int64) {
 	c.traces[d][r]++
 	c.spans[d] += int64(spans)
 	c.bytes[d] += bytes
 }
 
 // countLate records a late fragment that followed decision d.
-func (c *counters) countLate(d decision, r reason, spans int, bytes int64) {
+func (c *counters) countLate(d traceinfo.Decision, r traceinfo.Reason, spans int, bytes int64) {
 	c.late[d] += int64(spans)
 	c.count(d, r, spans, bytes)
 }
@@ -107,4 +65,69 @@ func (c *counters) add(o *counters) {
 		c.rules[i].dropped += r.dropped
 		c.rules[i].errors += r.errors
 	}
+}
+
+// tally sums the shards' counters and what they buffer.
+func (p *budgetTailSampler) tally() (c counters, traces, spans, bytes int64) {
+	for _, sh := range p.shards {
+		sh.mu.Lock()
+		c.add(&sh.counters)
+		traces += int64(sh.Len())
+		spans += sh.Spans()
+		bytes += sh.Bytes()
+		sh.mu.Unlock()
+	}
+	return c, traces, spans, bytes + p.totals.SlabBytes()
+}
+
+// bufferedTraces is how many traces the shards hold now (exact, unlike the
+// totals the bounds read).
+func (p *budgetTailSampler) bufferedTraces() int64 {
+	_, traces, _, _ := p.tally()
+	return traces
+}
+
+func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error {
+	c, traces, spans, bytes := p.tally()
+	t := p.tel
+	for d := range c.traces {
+		dec := metric.WithAttributeSet(attribute.NewSet(attribute.String("decision", traceinfo.DecisionNames[d])))
+		for r := range c.traces[d] {
+			o.ObserveInt64(t.Traces, c.traces[d][r], p.reasonAttrs[d][r])
+		}
+		o.ObserveInt64(t.Spans, c.spans[d], dec)
+		o.ObserveInt64(t.Bytes, c.bytes[d], dec)
+		o.ObserveInt64(t.LateSpans, c.late[d], dec)
+	}
+	c.invalid[traceinfo.InvalidTracestateTruncated] += p.fwd.Truncated()
+	for i, n := range c.invalid {
+		o.ObserveInt64(t.InvalidSpans, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", traceinfo.InvalidNames[i]))))
+	}
+	o.ObserveInt64(t.DroppedTooEarly, c.droppedTooEarly)
+	for i, n := range c.overflow {
+		o.ObserveInt64(t.PriorityOverflow, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("class", traceinfo.ClassNames[i]))))
+	}
+	o.ObserveInt64(t.ForwardFailed, p.fwd.Failed())
+	for i, rc := range c.rules {
+		a := p.ruleAttrs[i]
+		o.ObserveInt64(t.RuleTraces, rc.matched, a[0])
+		o.ObserveInt64(t.RuleTraces, rc.kept, a[1])
+		o.ObserveInt64(t.RuleTraces, rc.dropped, a[2])
+		o.ObserveInt64(t.RuleErrors, rc.errors, a[3])
+	}
+	o.ObserveInt64(t.BufferedTraces, traces)
+	o.ObserveInt64(t.BufferedSpans, spans)
+	o.ObserveInt64(t.BufferedBytes, bytes)
+	pol := p.adj.Policy()
+	o.ObserveFloat64(t.BudgetUtilization, pol.Utilization())
+	o.ObserveFloat64(t.EgressToBooked, p.adj.Egress().Current())
+	o.ObserveFloat64(t.BaselineProb, pol.MeanProb())
+	pol.EachService(func(svc string, pr traceinfo.Probability) {
+		o.ObserveFloat64(t.ServiceBaseline, pr.P, metric.WithAttributeSet(attribute.NewSet(attribute.String("service_name", svc))))
+	})
+	o.ObserveInt64(t.Peers, p.adj.Peers())
+	if p.handoff != nil {
+		p.handoff.Observe(t, o)
+	}
+	return nil
 }

@@ -5,6 +5,12 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
 // decideExpired decides every trace whose wait is over: the shards are
@@ -34,7 +40,7 @@ func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 const decideRun = 64
 
 func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, now time.Time) {
-	var out keptSet
+	var out forward.Kept
 	for _, sh := range shards {
 		sh.mu.Lock()
 		decided := 0
@@ -42,31 +48,29 @@ func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, n
 		// runs of decisions (the lists are read from their heads again).
 		yield := func() {
 			if decided++; decided%decideRun == 0 {
-				sh.flush()
+				sh.Flush()
 				sh.mu.Unlock()
 				sh.mu.Lock()
 			}
 		}
-		for t := sh.head(&sh.arrivals); t != nil && p.since(now, t.arrived) >= p.cfg.DecisionWait; t = sh.head(&sh.arrivals) {
+		for t := sh.FirstArrived(); t != nil && p.since(now, t.Arrived) >= p.cfg.DecisionWait; t = sh.FirstArrived() {
 			p.decideOrPassOn(sh, t, now, &out)
 			yield()
 		}
-		for t := sh.head(&sh.roots); t != nil && p.since(now, t.rootArrived) >= p.cfg.DecisionWaitAfterRoot; t = sh.head(&sh.roots) {
+		for t := sh.FirstRoot(); t != nil && p.since(now, t.RootArrived) >= p.cfg.DecisionWaitAfterRoot; t = sh.FirstRoot() {
 			p.decideOrPassOn(sh, t, now, &out)
 			yield()
 		}
-		for t := sh.head(&sh.handed); t != nil; {
-			next := sh.next(&sh.handed, t)
+		sh.EachHanded(func(t *tracebuf.Trace) {
 			if p.expired(t, now) {
 				p.decideOrPassOn(sh, t, now, &out)
 			}
-			t = next
-		}
-		sh.compact()
-		sh.flush()
+		})
+		sh.Compact()
+		sh.Flush()
 		sh.mu.Unlock()
 	}
-	p.forward(ctx, &out)
+	p.fwd.Forward(ctx, &out)
 }
 
 // decideOrPassOn decides a trace whose wait is over, unless the ring gives
@@ -74,78 +78,78 @@ func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, n
 // now): that sampler decides it, with the fragments it may hold. A sampler
 // decides only traces it owns, so a late fragment finds the decision where
 // the gateways send it.
-func (p *budgetTailSampler) decideOrPassOn(sh *shard, t *trace, now time.Time, out *keptSet) {
-	if p.handoff != nil && p.handoff.passOn(sh, t, true) {
+func (p *budgetTailSampler) decideOrPassOn(sh *shard, t *tracebuf.Trace, now time.Time, out *forward.Kept) {
+	if p.handoff != nil && p.passOn(sh, t, true) {
 		return
 	}
-	p.decide(sh, t, now, reasonBaseline, out)
+	p.decide(sh, t, now, traceinfo.ReasonBaseline, out)
 }
 
 // expired: the trace's wait is over, counted from when its first span, or
 // its root, arrived at whichever sampler first held it.
-func (p *budgetTailSampler) expired(t *trace, now time.Time) bool {
-	return p.since(now, t.arrived) >= p.cfg.DecisionWait ||
-		(t.hasRoot && p.since(now, t.rootArrived) >= p.cfg.DecisionWaitAfterRoot)
+func (p *budgetTailSampler) expired(t *tracebuf.Trace, now time.Time) bool {
+	return p.since(now, t.Arrived) >= p.cfg.DecisionWait ||
+		(t.HasRoot && p.since(now, t.RootArrived) >= p.cfg.DecisionWaitAfterRoot)
 }
 
 // decide runs the policy on t, removes it from the buffer and records the
-// decision. cause is reasonBaseline for a normal decision, or the reason an
+// decision. cause is ReasonBaseline for a normal decision, or the reason an
 // early one was forced. Called with sh.mu held; t is released.
 //
 // Classes in order: drop rules, errors, keep rules, latency outliers, then
 // sample rules and the baseline. Each class's probability is conditional on
 // what arrived: a trace that came head-sampled at T_in is kept at
 // T_out = P2T(p · T2P(T_in)) (OTEP 235).
-func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause reason, out *keptSet) {
-	sh.remove(t)
-	defer p.tel.DecisionLatency.Record(context.Background(), p.since(now, t.arrived).Seconds())
-	defer sh.release(t)
-	ruleIdx := p.rules.first(t)
-	var matched *rule
+func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, cause traceinfo.Reason, out *forward.Kept) {
+	sh.Remove(t)
+	defer p.tel.DecisionLatency.Record(context.Background(), p.since(now, t.Arrived).Seconds())
+	defer sh.Release(t)
+	ruleIdx := p.rules.First(&t.Summary)
+	var matched *rules.Rule
 	if ruleIdx >= 0 {
-		matched = p.rules.rules[ruleIdx]
-		if matched.action == actionDrop {
+		matched = p.rules.Rule(ruleIdx)
+		if matched.Action == rules.ActionDrop {
 			p.dropByRule(sh, t, ruleIdx, cause, now)
 			return
 		}
 	}
-	pol := p.policy.Load()
-	names := &sh.held(t).traceNames
+	pol := p.adj.Policy()
+	held := sh.Held(t)
 	// Every trace teaches its group's durations, errors included.
-	outlier := p.groups.observe(names.group, t.dur, tieBreak(t.id), now)
-	d := decided{service: pol.bookedService(names.service), class: reasonBaseline, rule: -1, at: now.UnixNano(),
-		recent: t.lastFingerprints()}
-	prob := pol.baseline(names.service)
-	reasonText := reasonNames[reasonBaseline]
+	outlier := p.groups.Observe(held.Group, t.Dur, outliers.TieBreak(t.ID), now)
+	d := traceinfo.Decided{Service: pol.BookedService(held.Service), Class: traceinfo.ReasonBaseline, Rule: -1,
+		At: now.UnixNano(), Recent: t.LastFingerprints()}
+	prob := pol.Baseline(held.Service)
+	reasonText := traceinfo.ReasonNames[traceinfo.ReasonBaseline]
 	switch {
-	case t.hasError:
-		d.class, prob, reasonText = reasonError, pol.errorProbability(names.service), reasonNames[reasonError]
-	case matched != nil && matched.action == actionKeep:
-		d.class, d.rule, prob, reasonText = reasonRule, int16(ruleIdx), higher(pol.keep(ruleIdx), pol.baseline(names.service)), matched.reason
+	case t.HasError:
+		d.Class, prob, reasonText = traceinfo.ReasonError, pol.ErrorProbability(held.Service), traceinfo.ReasonNames[traceinfo.ReasonError]
+	case matched != nil && matched.Action == rules.ActionKeep:
+		d.Class, d.Rule, prob, reasonText = traceinfo.ReasonRule, int16(ruleIdx), traceinfo.Higher(pol.Keep(ruleIdx), pol.Baseline(held.Service)), matched.Reason
 	case outlier:
-		d.class, prob, reasonText = reasonOutlier, pol.outlierProbability(names.service), reasonNames[reasonOutlier]
-	case matched != nil && matched.weighted:
+		d.Class, prob, reasonText = traceinfo.ReasonOutlier, pol.OutlierProbability(held.Service), traceinfo.ReasonNames[traceinfo.ReasonOutlier]
+	case matched != nil && matched.Weighted:
 		// Booked as its own entry of the fair baseline, with its weight.
-		d.service, d.rule, prob, reasonText = matched.key, int16(ruleIdx), pol.baseline(matched.key), matched.reason
+		d.Service, d.Rule, prob, reasonText = matched.Key, int16(ruleIdx), pol.Baseline(matched.Key), matched.Reason
 	case matched != nil:
-		d.class, d.rule, prob, reasonText = reasonRule, int16(ruleIdx), matched.prob, matched.reason
+		d.Class, d.Rule, prob, reasonText = traceinfo.ReasonRule, int16(ruleIdx), matched.Prob, matched.Reason
 	}
-	th := otep235Downstream(t.inThreshold(), prob.p)
-	keep := th.ShouldSample(t.randomness(t.id))
+	th := traceinfo.Downstream(t.InThreshold(), prob.P)
+	keep := th.ShouldSample(t.Randomness(t.ID))
 	switch {
 	case keep:
-	case d.class == reasonError:
-		sh.counters.overflow[classError]++
-	case d.class == reasonOutlier:
-		sh.counters.overflow[classOutlier]++
-	case d.class == reasonRule && matched.action == actionKeep:
-		sh.counters.overflow[classRule]++
+	case d.Class == traceinfo.ReasonError:
+		sh.counters.overflow[traceinfo.ClassError]++
+	case d.Class == traceinfo.ReasonOutlier:
+		sh.counters.overflow[traceinfo.ClassOutlier]++
+	case d.Class == traceinfo.ReasonRule && matched.Action == rules.ActionKeep:
+		sh.counters.overflow[traceinfo.ClassRule]++
 	}
-	sh.volumes.book(d, p.unit.volume(t.spans, t.bytes+t.stampBytes), keep, p.cfg.MaxServices)
-	r := d.class
-	if d.rule >= 0 {
-		r = reasonRule
-		rc := &sh.counters.rules[d.rule]
+	sh.volumes.Book(d, p.unit.Volume(t.Spans, t.Bytes+t.StampBytes), keep, p.cfg.MaxServices)
+	r := d.Class
+	if d.Rule >= 0 {
+		r = traceinfo.ReasonRule
+		rc := &sh.counters.rules[d.Rule]
 		rc.matched++
 		if keep {
 			rc.kept++
@@ -153,54 +157,54 @@ func (p *budgetTailSampler) decide(sh *shard, t *trace, now time.Time, cause rea
 			rc.dropped++
 		}
 	}
-	if cause != reasonBaseline {
+	if cause != traceinfo.ReasonBaseline {
 		r = cause
 	}
-	dec := notSampled
+	dec := traceinfo.NotSampled
 	if keep {
-		dec = sampled
-		d.th = th
-		sh.record(t.id, sampled, d, known{ref: t.self}, true)
-		if cause != reasonBaseline {
-			reasonText = reasonNames[cause]
+		dec = traceinfo.Sampled
+		d.Th = th
+		sh.Record(t.ID, traceinfo.Sampled, d, t.Entry(), true)
+		if cause != traceinfo.ReasonBaseline {
+			reasonText = traceinfo.ReasonNames[cause]
 		}
-		out.add(sh.held(t).chunks, th, reasonText, t.bytes+t.stampBytes)
+		out.Add(held.Chunks(), th, reasonText, t.Bytes+t.StampBytes)
 	} else {
-		sh.record(t.id, notSampled, d, known{ref: t.self}, true)
+		sh.Record(t.ID, traceinfo.NotSampled, d, t.Entry(), true)
 	}
-	sh.counters.count(dec, r, t.spans, t.bytes)
+	sh.counters.count(dec, r, t.Spans, t.Bytes)
 }
 
 // dropByRule drops a trace a drop rule matched: not kept whatever the
 // budget, not booked in it, not learned as an outlier; its late spans are
 // dropped too, errors included.
-func (p *budgetTailSampler) dropByRule(sh *shard, t *trace, ruleIdx int, cause reason, now time.Time) {
-	sh.record(t.id, notSampled, decided{class: reasonRule, rule: int16(ruleIdx), at: now.UnixNano(),
-		recent: t.lastFingerprints()}, known{ref: t.self}, true)
+func (p *budgetTailSampler) dropByRule(sh *shard, t *tracebuf.Trace, ruleIdx int, cause traceinfo.Reason, now time.Time) {
+	sh.Record(t.ID, traceinfo.NotSampled, traceinfo.Decided{Class: traceinfo.ReasonRule, Rule: int16(ruleIdx), At: now.UnixNano(),
+		Recent: t.LastFingerprints()}, t.Entry(), true)
 	rc := &sh.counters.rules[ruleIdx]
 	rc.matched++
 	rc.dropped++
-	r := reasonRule
-	if cause != reasonBaseline {
+	r := traceinfo.ReasonRule
+	if cause != traceinfo.ReasonBaseline {
 		r = cause
 	}
-	sh.counters.count(notSampled, r, t.spans, t.bytes)
+	sh.counters.count(traceinfo.NotSampled, r, t.Spans, t.Bytes)
 }
 
 // enforceBounds decides the oldest traces of the whole processor, whichever
 // shard holds them, while max_traces or max_buffered_bytes is exceeded.
 // Called without any shard lock.
-func (p *budgetTailSampler) enforceBounds(now time.Time, out *keptSet) {
-	for p.buffered.traces.Load() > int64(p.cfg.MaxTraces) || p.buffered.bytes.Load() > p.cfg.MaxBufferedBytes {
+func (p *budgetTailSampler) enforceBounds(now time.Time, out *forward.Kept) {
+	for p.totals.Traces() > int64(p.cfg.MaxTraces) || p.totals.Bytes() > p.cfg.MaxBufferedBytes {
 		sh := p.oldestShard()
 		if sh == nil {
 			return
 		}
 		sh.mu.Lock()
-		if t := sh.oldest(); t != nil {
-			p.decide(sh, t, now, reasonForced, out)
+		if t := sh.Oldest(); t != nil {
+			p.decide(sh, t, now, traceinfo.ReasonForced, out)
 		}
-		sh.flush() // the loop reads the totals
+		sh.Flush() // the loop reads the totals
 		sh.mu.Unlock()
 	}
 }
@@ -209,11 +213,11 @@ func (p *budgetTailSampler) enforceBounds(now time.Time, out *keptSet) {
 // only memory pressure brings it here.
 func (p *budgetTailSampler) oldestShard() *shard {
 	var oldest *shard
-	var at instant
+	var at tracebuf.Instant
 	for _, sh := range p.shards {
 		sh.mu.Lock()
-		if h := sh.oldest(); h != nil && (oldest == nil || h.arrived < at) {
-			oldest, at = sh, h.arrived
+		if h := sh.Oldest(); h != nil && (oldest == nil || h.Arrived < at) {
+			oldest, at = sh, h.Arrived
 		}
 		sh.mu.Unlock()
 	}

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
 // FuzzConsumeTraces feeds arbitrary OTLP requests to the intake: it must
@@ -39,10 +40,10 @@ func FuzzConsumeTraces(f *testing.F) {
 		in := td.SpanCount()
 		ts.send(td)
 		require.NoError(t, ts.p.Shutdown(context.Background()))
-		c, buffered, _, bytes := ts.p.totals()
+		c, buffered, _, bytes := ts.p.tally()
 		require.Zero(t, buffered)
 		require.Zero(t, bytes)
 		out := ts.sink.SpanCount()
-		require.Equal(t, in, out+int(c.invalid[invalidZeroTraceID]), "spans in = spans out + zero-ID spans")
+		require.Equal(t, in, out+int(c.invalid[traceinfo.InvalidZeroTraceID]), "spans in = spans out + zero-ID spans")
 	})
 }

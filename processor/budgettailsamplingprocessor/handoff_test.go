@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -25,6 +24,11 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
 	"github.com/otelcol-cost/otelcol-cost/internal/ring"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
 )
 
 // members is what the fake DNS answers for peers_dns.
@@ -99,10 +103,9 @@ func (ht *handoffTier) start(addr string, tune func(*Config)) *testSampler {
 	ts := newTestSampler(ht.t, cfg)
 	ts.p.now = ht.now
 	ts.p.lookup = ht.dns.lookup
-	ts.p.policy.Store(keepAllPolicy(0))
-	ts.p.priming.Store(false)
-	require.NoError(ht.t, ts.p.handoff.start(context.Background(), componenttest.NewNopHost()))
-	ht.t.Cleanup(func() { ts.p.handoff.leave(context.Background()) })
+	ts.p.adj.Pin(policy.KeepAll(0))
+	require.NoError(ht.t, ts.p.handoff.Start(context.Background(), componenttest.NewNopHost()))
+	ht.t.Cleanup(func() { ts.p.handoff.Leave(context.Background()) })
 	ht.samplers[addr] = ts
 	return ts
 }
@@ -120,7 +123,7 @@ func (ht *handoffTier) settle() {
 	ht.t.Helper()
 	require.Eventually(ht.t, func() bool {
 		for _, ts := range ht.samplers {
-			if ts.p.handoff.pending.Load() != 0 {
+			if ts.p.handoff.Pending() != 0 {
 				return false
 			}
 		}
@@ -382,37 +385,6 @@ func TestPeerThatRefusesOrHangsDegradesToLocalDecisions(t *testing.T) {
 	}
 }
 
-func TestHandoffRecordsRoundTripAndRejectGarbage(t *testing.T) {
-	id := pcommon.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
-	rec := handoffRecord{kind: recordDecision, age: 3 * time.Second, sampled: true,
-		decision: decided{th: otep235Downstream(sampling.AlwaysSampleThreshold, 0.25), service: "checkout", class: reasonOutlier, rule: -1}}
-	gotID, got, ok := unmarshalRecord(rec.marshal(id))
-	require.True(t, ok)
-	assert.Equal(t, id, gotID)
-	assert.Equal(t, rec.decision.th, got.decision.th)
-	assert.Equal(t, rec.decision.service, got.decision.service)
-	assert.Equal(t, rec.decision.class, got.decision.class)
-	assert.Equal(t, rec.decision.rule, got.decision.rule)
-	assert.True(t, got.sampled)
-	assert.Equal(t, 3*time.Second, got.age)
-
-	tr := handoffRecord{kind: recordTrace, age: time.Second, hasRoot: true, rootAge: 500 * time.Millisecond}
-	_, got, ok = unmarshalRecord(tr.marshal(id))
-	require.True(t, ok)
-	assert.True(t, got.hasRoot)
-	assert.Equal(t, 500*time.Millisecond, got.rootAge)
-
-	good := tr.marshal(id)
-	for _, bad := range [][]byte{nil, good[:10], append(append([]byte{}, good...), 1), append([]byte{9}, good[1:]...), func() []byte {
-		b := append([]byte{}, good...)
-		b[1] = 77
-		return b
-	}()} {
-		_, _, ok := unmarshalRecord(bad)
-		assert.False(t, ok)
-	}
-}
-
 // A handoff whose metadata is missing or unreadable loses nothing: its
 // spans are processed as if they had just arrived, and counted.
 func TestMalformedHandoffIsProcessedAsFreshSpans(t *testing.T) {
@@ -420,15 +392,15 @@ func TestMalformedHandoffIsProcessedAsFreshSpans(t *testing.T) {
 	a := ht.samplers["127.0.0.2"]
 	ht.resolve("127.0.0.2")
 	td := oneSpan("svc", pcommon.TraceID{9, 9, 9}, 1, 0, ht.now(), time.Millisecond)
-	td.ResourceSpans().At(0).Resource().Attributes().PutStr(handoffAttribute, "not bytes")
-	a.p.handoff.receive(context.Background(), td, "127.0.0.9:4317")
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr(handoff.Attribute, "not bytes")
+	a.p.receive(context.Background(), td, "127.0.0.9:4317")
 	assert.EqualValues(t, 1, a.p.bufferedTraces())
 	assert.EqualValues(t, 1, a.metric("otelcol_processor_budget_tail_sampling_handoff_failed_spans", attribute.String("cause", "malformed")))
 	ht.advance(3 * time.Second)
 	kept := a.keptSpans()
 	require.Len(t, kept, 1)
 	for _, spans := range kept {
-		_, leaked := spans[0].Attributes().Get(handoffAttribute)
+		_, leaked := spans[0].Attributes().Get(handoff.Attribute)
 		assert.False(t, leaked)
 	}
 	assert.Equal(t, 0, a.sink.AllTraces()[0].ResourceSpans().At(0).Resource().Attributes().Len()-1, "only service.name is left on the resource")
@@ -456,7 +428,7 @@ func assertWhole(t *testing.T, where map[pcommon.TraceID]map[string]int, n int) 
 }
 
 // Two samplers whose views of the ring disagree pass an expired trace back
-// and forth at most maxHops times; then it is decided, once, whole.
+// and forth at most handoff.MaxHops times; then it is decided, once, whole.
 func TestDisagreeingViewsDoNotPassATraceForever(t *testing.T) {
 	ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3"}, nil)
 	a, b := ht.samplers["127.0.0.2"], ht.samplers["127.0.0.3"]
@@ -468,12 +440,12 @@ func TestDisagreeingViewsDoNotPassATraceForever(t *testing.T) {
 			break
 		}
 	}
-	a.p.handoff.ring.Store(both)                                 // A: B owns it
-	b.p.handoff.ring.Store(ring.New([]string{"127.0.0.2:4317"})) // B: A owns it
+	a.p.handoff.UseRing(both)                                 // A: B owns it
+	b.p.handoff.UseRing(ring.New([]string{"127.0.0.2:4317"})) // B: A owns it
 	// A holds the trace (its owner was unreachable when it came, say).
 	f := fragmentOf(a, oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond))
-	a.p.ingest(a.p.shardOf(id), id, f, heldChunk{data: f.encoded}, arrivedNow(ht.now()), &keptSet{})
-	for range 3 * maxHops {
+	a.p.ingest(a.p.shardOf(id), f, spanmem.Chunk{Data: f.Encoded}, arrivedNow(ht.now()), &forward.Kept{})
+	for range 3 * handoff.MaxHops {
 		ht.advance(11 * time.Second)
 		ht.settle()
 	}
@@ -483,18 +455,18 @@ func TestDisagreeingViewsDoNotPassATraceForever(t *testing.T) {
 	assert.Zero(t, a.p.bufferedTraces()+b.p.bufferedTraces())
 	passed := a.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("sent")) +
 		b.metric("otelcol_processor_budget_tail_sampling_handoff_traces", attributeDirection("sent"))
-	assert.EqualValues(t, maxHops, passed, "passed on maxHops times, then decided")
+	assert.EqualValues(t, handoff.MaxHops, passed, "passed on handoff.MaxHops times, then decided")
 }
 
 // fragmentOf splits a one-trace request as intake does.
-func fragmentOf(ts *testSampler, td ptrace.Traces) *fragment {
+func fragmentOf(ts *testSampler, td ptrace.Traces) *split.Fragment {
 	req, err := ts.p.split(td)
-	if err != nil || len(req.frags) != 1 {
+	if err != nil || len(req.Frags) != 1 {
 		panic(fmt.Sprint("not one fragment: ", err))
 	}
-	f := req.frags[0]
+	f := req.Frags[0]
 	ts.p.encode(req, &f, nil, new([]byte))
-	req.release()
+	req.Release()
 	return &f
 }
 
@@ -502,8 +474,7 @@ func fragmentOf(ts *testSampler, td ptrace.Traces) *fragment {
 // re-sends the parts other samplers already took: each is dropped once seen.
 func TestFragmentDeliveredTwiceIsKeptOnce(t *testing.T) {
 	ts := newTestSampler(t, testConfig())
-	ts.p.policy.Store(keepAllPolicy(0))
-	ts.p.priming.Store(false)
+	ts.p.adj.Pin(policy.KeepAll(0))
 	g := workload.NewGenerator(workload.Options{Services: 2, SpansPerTrace: 8, Seed: 5, Start: ts.now})
 	td := ptrace.NewTraces()
 	g.Next(td)
@@ -541,7 +512,7 @@ func TestAdoptedDecisionTakesTheHeldPartBackToTheDecider(t *testing.T) {
 			}
 		}
 		ht.resolve("127.0.0.2")
-		b.p.handoff.ring.Store(both) // B already sees the new ring, A not yet
+		b.p.handoff.UseRing(both) // B already sees the new ring, A not yet
 		for _, id := range ids {
 			require.NoError(t, a.p.ConsumeTraces(context.Background(), oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond)))
 			require.NoError(t, b.p.ConsumeTraces(context.Background(), oneSpan("svc", id, 2, 1, ht.now(), time.Millisecond)))

@@ -20,6 +20,10 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
 type testSampler struct {
@@ -39,7 +43,7 @@ func testConfig() *Config {
 	cfg.DecisionWaitAfterRoot = 2 * time.Second
 	cfg.Budget.SpansPerSecond = 1000
 	cfg.NumShards = 4
-	if canMap {
+	if spanmem.CanMap {
 		// The tests check the arena's discipline (arena_test.go).
 		cfg.BufferMemory = bufferMemoryMapped
 	}
@@ -57,7 +61,7 @@ func newTestSampler(t testing.TB, cfg *Config) *testSampler {
 	p, err := newBudgetTailSampler(set, cfg, ts.sink)
 	require.NoError(t, err)
 	p.now = func() time.Time { return ts.now }
-	p.startClock(ts.now)
+	p.adj.Start(ts.now)
 	ts.p = p
 	t.Cleanup(func() {
 		_ = ts.tel.Shutdown(context.Background())
@@ -73,7 +77,7 @@ func assertStoresHoldTheBuffer(t testing.TB, p *budgetTailSampler) {
 	t.Helper()
 	for i, sh := range p.shards {
 		sh.mu.Lock()
-		live, buffered := sh.store.live(), sh.buffered
+		live, buffered := sh.Live(), sh.Len()
 		sh.mu.Unlock()
 		assert.Equal(t, buffered, live, "shard %d: slots in use vs buffered traces", i)
 	}
@@ -182,17 +186,21 @@ func oneSpan(service string, id pcommon.TraceID, spanID byte, parent byte, start
 // storeBaselinePolicy makes the baseline keep svc's (and new services')
 // traces with probability prob; errors and outliers are kept.
 func storeBaselinePolicy(ts *testSampler, svc string, prob float64) {
-	pr := newProbability(prob)
-	ts.p.policy.Store(&policy{services: map[string]probability{svc: pr}, newService: pr, other: pr, errors: always, outliers: always})
+	pr := traceinfo.NewProbability(prob)
+	ts.p.adj.Pin(policy.Fixed(map[string]traceinfo.Probability{svc: pr}, pr))
 }
 
-func observeTrace(o *outlierGroups, key string, dur time.Duration, id pcommon.TraceID, now time.Time) bool {
-	return o.observe(key, dur, tieBreak(id), now)
+func observeTrace(o *outliers.Groups, key string, dur time.Duration, id pcommon.TraceID, now time.Time) bool {
+	return o.Observe(key, dur, outliers.TieBreak(id), now)
 }
 
-func groupKeys(o *outlierGroups) []string { return o.keys() }
+func groupKeys(o *outliers.Groups) []string { return o.Keys() }
 
-func unitWeight(string) float64 { return 1 }
+// Test names for the vocabulary's values.
+const (
+	sampled    = traceinfo.Sampled
+	notSampled = traceinfo.NotSampled
+)
 
 // feedConcurrently sends, from each of workers goroutines (as the OTLP
 // receiver does), batches requests of 20 traces, each split over two

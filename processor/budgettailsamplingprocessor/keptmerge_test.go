@@ -1,13 +1,8 @@
 package budgettailsamplingprocessor
 
 import (
-	"context"
-	"fmt"
 	"testing"
 	"time"
-
-	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
-	"go.opentelemetry.io/collector/consumer/consumertest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,8 +21,6 @@ func TestKeptFragmentsLeaveMergedPerResource(t *testing.T) {
 	cfg.ReasonAttribute = "sampling.reason"
 	ts := newTestSampler(t, cfg)
 	storeBaselinePolicy(ts, "", 0.5)
-	ts.p.priming.Store(false)
-	ts.p.lastAdj = ts.now.Add(time.Hour)
 
 	start := ts.now
 	type sent struct {
@@ -82,48 +75,6 @@ func TestKeptFragmentsLeaveMergedPerResource(t *testing.T) {
 	})
 }
 
-// Fragments that differ in their resource or scope stay apart; equal ones
-// join whatever their order, and no span is lost or doubled.
-func TestKeptMergerGroupsByResourceAndScope(t *testing.T) {
-	build := func(service, scope string, spans ...byte) []byte {
-		td := ptrace.NewTraces()
-		rs := td.ResourceSpans().AppendEmpty()
-		rs.Resource().Attributes().PutStr("service.name", service)
-		ss := rs.ScopeSpans().AppendEmpty()
-		ss.Scope().SetName(scope)
-		for _, b := range spans {
-			s := ss.Spans().AppendEmpty()
-			s.SetTraceID(pcommon.TraceID{b})
-			s.SetSpanID(pcommon.SpanID{b})
-		}
-		var m ptrace.ProtoMarshaler
-		out, err := m.MarshalTraces(td)
-		require.NoError(t, err)
-		return out
-	}
-	m := newKeptMerger()
-	m.add(build("a", "http", 1, 2), mark{reason: "1"})
-	m.add(build("b", "http", 3), mark{reason: "2"})
-	m.add(build("a", "db", 4), mark{reason: "3"})
-	m.add(build("a", "http", 5), mark{reason: "4"})
-	encoded, marks, err := m.merged()
-	require.NoError(t, err)
-	var u ptrace.ProtoUnmarshaler
-	td, err := u.UnmarshalTraces(encoded)
-	require.NoError(t, err)
-
-	var got []string
-	i := 0
-	spanwalk.Traces(td, func(rs ptrace.ResourceSpans, s ptrace.Span) {
-		svc, _ := rs.Resource().Attributes().Get("service.name")
-		got = append(got, svc.Str()+"/"+string('0'+rune(s.TraceID()[0]))+"/"+marks[i].reason)
-		i++
-	})
-	assert.Equal(t, []string{"a/1/1", "a/2/1", "a/5/4", "a/4/3", "b/3/2"}, got)
-	assert.Equal(t, 2, td.ResourceSpans().Len())
-	assert.Equal(t, 2, td.ResourceSpans().At(0).ScopeSpans().Len(), "a's http and db scopes")
-}
-
 // On SDK clients' traffic (a trace in a part per service, each pod's
 // resource on every part) what leaves is much smaller than the fragments
 // as buffered: a pass's parts from one pod share one resource.
@@ -133,8 +84,6 @@ func TestMergedOutputOfSDKTraffic(t *testing.T) {
 	cfg.Budget.BytesPerSecond = 1e12
 	ts := newTestSampler(t, cfg)
 	storeBaselinePolicy(ts, "", 1)
-	ts.p.priming.Store(false)
-	ts.p.lastAdj = ts.now.Add(time.Hour)
 	r := newFleetRun(ts, workload.FleetOptions{Seed: 5}, 200)
 	r.run(20)
 	r.finish()
@@ -145,86 +94,8 @@ func TestMergedOutputOfSDKTraffic(t *testing.T) {
 		left += m.TracesSize(td)
 		resources += td.ResourceSpans().Len()
 	}
-	t.Logf("what left: %d bytes in %d ResourceSpans; booked as buffered: %.0f bytes (%.2f×)", left, resources, v.kept, float64(left)/v.kept)
+	t.Logf("what left: %d bytes in %d ResourceSpans; booked as buffered: %.0f bytes (%.2f×)", left, resources, v.Kept(), float64(left)/v.Kept())
 	// Fragment by fragment, what left was the booked volume (1.0×); 0.66×
 	// when merging was added.
-	assert.Less(t, float64(left), 0.8*v.kept, "merged per resource")
-}
-
-// BenchmarkForward hands on what a pass keeps at 100k spans/s and 3% —
-// about 60 traces — merged per resource and fragment by fragment, on SDK
-// clients' traffic and on the reference workload's (a ResourceSpans a
-// trace).
-//
-//	go test -run '^$' -bench Forward -count 5 ./processor/budgettailsamplingprocessor/
-func BenchmarkForward(b *testing.B) {
-	for _, shape := range []string{"sdk_batches", "reference"} {
-		cfg := testConfig()
-		cfg.DecisionWait, cfg.DecisionWaitAfterRoot = time.Hour, time.Hour
-		ts := newTestSampler(b, cfg)
-		if shape == "sdk_batches" {
-			fleet := workload.NewFleet(workload.FleetOptions{Seed: 3}, ts.now)
-			for range 100 {
-				for range 20 {
-					fleet.Start(ts.now)
-				}
-				ts.now = ts.now.Add(100 * time.Millisecond)
-				for _, req := range fleet.Exports(ts.now) {
-					require.NoError(b, ts.p.ConsumeTraces(context.Background(), req.Traces))
-				}
-			}
-		} else {
-			g := workload.NewGenerator(workload.Options{Services: 10})
-			td, _ := g.Batch(2000)
-			require.NoError(b, ts.p.ConsumeTraces(context.Background(), td))
-		}
-		var kept [][][]byte // each trace's chunks
-		for _, sh := range ts.p.shards {
-			sh.each(func(t *trace) {
-				if len(kept) < 60 {
-					var data [][]byte
-					for _, c := range sh.held(t).chunks {
-						data = append(data, c.data)
-					}
-					kept = append(kept, data)
-				}
-			})
-		}
-		ts.p.next = consumertest.NewNop()
-		fill := func() *keptMerger {
-			m := newKeptMerger()
-			for i, chunks := range kept {
-				for _, c := range chunks {
-					m.add(c, mark{th: sampling.AlwaysSampleThreshold, reason: fmt.Sprint(i % 2)})
-				}
-			}
-			return m
-		}
-		spans := 0
-		for _, chunks := range kept {
-			for _, c := range chunks {
-				td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(c)
-				require.NoError(b, err)
-				spans += td.SpanCount()
-			}
-		}
-		// merged_bytes_budget: a bytes budget sizes what leaves (egressMeter).
-		for _, name := range []string{"merged", "merged_bytes_budget", "each"} {
-			forward, unit := ts.p.forwardMerged, budgetUnit{perSpan: 1}
-			switch name {
-			case "each":
-				forward = ts.p.forwardEach
-			case "merged_bytes_budget":
-				unit = budgetUnit{perByte: 1}
-			}
-			b.Run(shape+"/"+name, func(b *testing.B) {
-				ts.p.egress = newEgressMeter(unit)
-				b.ReportAllocs()
-				for range b.N {
-					forward(context.Background(), fill())
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
-			})
-		}
-	}
+	assert.Less(t, float64(left), 0.8*v.Kept(), "merged per resource")
 }

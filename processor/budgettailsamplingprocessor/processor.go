@@ -6,7 +6,6 @@ import (
 	"net"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -17,64 +16,79 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/names"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
-const (
-	serviceNameKey = "service.name"
-	unknownService = "unknown"
-	otherServices  = "_other"
-	httpStatusKey  = "http.response.status_code"
-)
-
+// budgetTailSampler wires the parts (docs/architecture.md): split cuts a
+// request into per-trace fragments, the shards buffer them (tracebuf, in
+// spanmem's memory), decide.go runs the policy (policy, outliers, rules) on
+// expired traces, forward hands kept ones on, handoff moves traces between
+// samplers.
 type budgetTailSampler struct {
 	cfg    *Config
 	logger *zap.Logger
-	next   consumer.Traces
 	tel    *metadata.Telemetry
 	reg    metric.Registration
 	now    func() time.Time
 	// epoch is what a trace's arrival instants count from.
 	epoch    time.Time
 	lookup   lookupIPs
-	unit     budgetUnit
+	unit     policy.Unit
 	shards   []*shard
-	buffered bufferTotals
-	groups   *outlierGroups
-	names    *names
-	codec    chunkCodec
-	rules    *ruleSet
-	policy   atomic.Pointer[policy]
-	peers    atomic.Int64
-	est      *estimator
-	lastAdj  time.Time
-	// priming is read on the hot path; prime is the adjust goroutine's.
-	priming atomic.Bool
-	prime   primeState
+	totals   *spanmem.Totals
+	groups   *outliers.Groups
+	codec    spanmem.Codec
+	rules    *rules.Set
+	splitter *split.Splitter
+	adj      *policy.Adjuster
+	fwd      *forward.Forwarder
 
 	// handoff is nil unless handoff.enabled.
-	handoff *handoff
+	handoff *handoff.Handoff
 
-	// egress is what kept traces weigh as they leave against their booking.
-	egress *egressMeter
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	stopOnce sync.Once
 
-	forwardFailed atomic.Int64
-	truncated     atomic.Int64 // tracestates cut to 32 members when th was written
-	stop          chan struct{}
-	wg            sync.WaitGroup
-	stopOnce      sync.Once
-
-	reasonAttrs [2][numReasons]metric.MeasurementOption
+	reasonAttrs [2][traceinfo.NumReasons]metric.MeasurementOption
 	// ruleAttrs are per rule: matched, kept, dropped, errors.
 	ruleAttrs [][4]metric.MeasurementOption
 }
+
+// shard is one slice of the buffer, chosen by trace ID, with its lock and
+// what the shard counts under it.
+type shard struct {
+	mu sync.Mutex
+	*tracebuf.Buffer
+	counters counters
+	volumes  policy.Volumes
+	// intake is the volume received while the sampler measures its first
+	// rates (priming); unused otherwise.
+	intake float64
+	// fragments counts what arrived since the last adjustment: an interval
+	// with fragments but no decision is not idle, only between bursts.
+	fragments int64
+}
+
+// lookupIPs resolves a name for one address family ("ip4" or "ip6").
+type lookupIPs func(ctx context.Context, network, host string) ([]net.IP, error)
 
 func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Traces) (*budgetTailSampler, error) {
 	tel, err := metadata.NewTelemetry(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
-	rules, err := compileRules(cfg.Rules, set.TelemetrySettings)
+	rs, err := rules.Compile(cfg.Rules, set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
@@ -85,39 +99,43 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	p := &budgetTailSampler{
 		cfg:    cfg,
 		logger: set.Logger,
-		next:   next,
 		tel:    tel,
 		now:    time.Now,
 		epoch:  time.Now(),
 		lookup: net.DefaultResolver.LookupIP,
-		unit:   newBudgetUnit(cfg.Budget),
-		groups: newOutlierGroups(cfg.Outliers),
-		names:  newNames(),
-		codec:  chunkCodec{compress: cfg.BufferCompression == compressionS2},
-		est:    newEstimator(cfg, rules),
-		egress: newEgressMeter(newBudgetUnit(cfg.Budget)),
-		rules:  rules,
+		unit:   policy.NewUnit(cfg.Budget),
+		groups: outliers.New(cfg.Outliers),
+		codec:  spanmem.NewCodec(cfg.BufferCompression == compressionS2),
+		rules:  rs,
+		totals: spanmem.NewTotals(cfg.MaxTraces, cfg.MaxBufferedBytes, n, cfg.BufferMemory == bufferMemoryMapped),
 		stop:   make(chan struct{}),
 	}
-	p.buffered = newBufferTotals(cfg, n)
+	p.splitter = split.New(split.Settings{HTTPServerErrors: cfg.Errors.HTTPServerErrors, GroupBy: cfg.Outliers.GroupBy,
+		Rules: rs, Names: names.New()})
+	p.adj = policy.NewAdjuster(policy.Settings{Budget: cfg.Budget, AdjustInterval: cfg.AdjustInterval,
+		Smoothing: cfg.Smoothing, MaxServices: cfg.MaxServices}, rs, p.drain)
+	p.fwd = p.newForwarder(next)
+	per := func(total int) int { return max(1, (total+n-1)/n) }
 	for range n {
-		p.shards = append(p.shards, newShard(cfg, n, &p.buffered, len(rules.rules)))
+		p.shards = append(p.shards, &shard{
+			Buffer:   tracebuf.New(per(cfg.DecisionCache.SampledSize), per(cfg.DecisionCache.NotSampledSize), p.totals),
+			counters: counters{rules: make([]ruleCounters, rs.Len())},
+			volumes:  policy.NewVolumes(rs.Len()),
+		})
 	}
 	if cfg.Handoff.Enabled {
-		if p.handoff, err = newHandoff(p, set.TelemetrySettings); err != nil {
+		if p.handoff, err = handoff.New(&cfg.Handoff, set.TelemetrySettings, func() time.Time { return p.now() }, (*handoffGlue)(p)); err != nil {
 			return nil, err
 		}
 	}
-	p.peers.Store(int64(cfg.Budget.Instances))
-	p.policy.Store(keepAllPolicy(len(rules.rules)))
-	p.startClock(p.now())
+	p.adj.Start(p.now())
 	for d := range p.reasonAttrs {
 		for r := range p.reasonAttrs[d] {
 			p.reasonAttrs[d][r] = metric.WithAttributeSet(attribute.NewSet(
-				attribute.String("decision", decisionNames[d]), attribute.String("reason", reasonNames[r])))
+				attribute.String("decision", traceinfo.DecisionNames[d]), attribute.String("reason", traceinfo.ReasonNames[r])))
 		}
 	}
-	for _, name := range rules.names() {
+	for _, name := range rs.Names() {
 		var a [4]metric.MeasurementOption
 		for i, outcome := range []string{"matched", "kept", "dropped"} {
 			a[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", name), attribute.String("outcome", outcome)))
@@ -132,6 +150,12 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	return p, nil
 }
 
+// newForwarder hands kept traces to next.
+func (p *budgetTailSampler) newForwarder(next consumer.Traces) *forward.Forwarder {
+	return forward.New(forward.Settings{Next: next, Logger: p.logger, Codec: p.codec, Totals: p.totals,
+		Meter: p.adj.Egress(), ReasonAttribute: p.cfg.ReasonAttribute})
+}
+
 func (p *budgetTailSampler) Capabilities() consumer.Capabilities {
 	// The request is only read: the buffer holds copies of its encoding, and
 	// what is forwarded is decoded from them.
@@ -140,13 +164,13 @@ func (p *budgetTailSampler) Capabilities() consumer.Capabilities {
 
 func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) error {
 	if p.handoff != nil {
-		if err := p.handoff.start(ctx, host); err != nil {
+		if err := p.handoff.Start(ctx, host); err != nil {
 			return err
 		}
 	}
-	p.startClock(p.now())
+	p.adj.Start(p.now())
 	p.goEvery(p.tickInterval(), func() { p.decideExpired(context.Background()) })
-	p.goEvery(min(time.Second, p.cfg.AdjustInterval), p.tickAdjust)
+	p.goEvery(p.adj.TickInterval(), func() { p.adj.Tick(p.now()) })
 	if p.cfg.Budget.PeersDNS != "" {
 		p.refreshPeers()
 		p.goEvery(p.cfg.Budget.PeersRefreshInterval, p.refreshPeers)
@@ -157,8 +181,8 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 // tickInterval is how often expired traces are looked for: a tenth of the
 // shorter wait, between 10ms and 100ms. A pass decides on every core what
 // expired since the last one; 700 ms of expiries at once (tail.yaml's waits
-// with the old 1 s cap) held both cores of a 2-core sampler long enough to
-// stall intake (docs/BENCHMARKS.md, sixth pass).
+// with a 1 s cap) held both cores of a 2-core sampler long enough to stall
+// intake.
 func (p *budgetTailSampler) tickInterval() time.Duration {
 	d := min(p.cfg.DecisionWait, p.cfg.DecisionWaitAfterRoot) / 10
 	return min(max(d, 10*time.Millisecond), 100*time.Millisecond)
@@ -188,27 +212,27 @@ func (p *budgetTailSampler) Shutdown(ctx context.Context) error {
 	p.stopOnce.Do(func() { close(p.stop) })
 	p.wg.Wait()
 	if p.handoff != nil {
-		p.handoff.leave(ctx)
+		p.handoff.Leave(ctx)
 	}
 	now := p.now()
 	for _, sh := range p.shards {
-		var out keptSet
+		var out forward.Kept
 		sh.mu.Lock()
 		if ctx.Err() != nil {
-			sh.counters.droppedTooEarly += int64(sh.buffered)
-			for t := sh.oldest(); t != nil; t = sh.oldest() {
-				sh.remove(t)
-				sh.forget(t.id)
-				sh.release(t)
+			sh.counters.droppedTooEarly += int64(sh.Len())
+			for t := sh.Oldest(); t != nil; t = sh.Oldest() {
+				sh.Remove(t)
+				sh.Forget(t.ID)
+				sh.Release(t)
 			}
 		}
-		for t := sh.oldest(); t != nil; t = sh.oldest() {
-			p.decide(sh, t, now, reasonBaseline, &out)
+		for t := sh.Oldest(); t != nil; t = sh.Oldest() {
+			p.decide(sh, t, now, traceinfo.ReasonBaseline, &out)
 		}
 		sh.mu.Unlock()
-		p.forward(ctx, &out)
+		p.fwd.Forward(ctx, &out)
 	}
-	p.buffered.arena.close()
+	p.totals.Arena().Close()
 	if p.reg != nil {
 		return p.reg.Unregister()
 	}
@@ -220,69 +244,63 @@ func (p *budgetTailSampler) shardOf(id pcommon.TraceID) *shard {
 	return p.shards[binary.BigEndian.Uint64(id[8:])%uint64(len(p.shards))]
 }
 
-// totals sums the shards' counters and what they buffer.
-func (p *budgetTailSampler) totals() (c counters, traces, spans, bytes int64) {
+// instant is t on the buffer's clock.
+func (p *budgetTailSampler) instant(t time.Time) tracebuf.Instant { return tracebuf.Instant(t.Sub(p.epoch)) }
+
+func (p *budgetTailSampler) timeAt(i tracebuf.Instant) time.Time { return p.epoch.Add(time.Duration(i)) }
+
+// since is how long before now the instant was.
+func (p *budgetTailSampler) since(now time.Time, i tracebuf.Instant) time.Duration {
+	return now.Sub(p.epoch) - time.Duration(i)
+}
+
+// drain takes the shards' decided volumes, intake and fragment counts since
+// the last call (policy.Drain).
+func (p *budgetTailSampler) drain() (v policy.Volumes, intake float64, fragments int64) {
+	var all []policy.Volumes
 	for _, sh := range p.shards {
 		sh.mu.Lock()
-		c.add(&sh.counters)
-		traces += int64(sh.buffered)
-		spans += sh.spans
-		bytes += sh.bytes
+		all = append(all, sh.volumes)
+		sh.volumes = policy.NewVolumes(p.rules.Len())
+		intake += sh.intake
+		sh.intake = 0
+		fragments += sh.fragments
+		sh.fragments = 0
 		sh.mu.Unlock()
 	}
-	return c, traces, spans, bytes + p.buffered.slabBytes.Load()
+	return policy.Sum(p.rules.Len(), all), intake, fragments
 }
 
-// bufferedTraces is how many traces the shards hold now (exact, unlike the
-// totals the bounds read).
-func (p *budgetTailSampler) bufferedTraces() int64 {
-	_, traces, _, _ := p.totals()
-	return traces
+// refreshPeers resolves peers_dns: the number of sampler instances the
+// budget is divided among and, with handoff, the gateways' hash ring.
+func (p *budgetTailSampler) refreshPeers() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	v4, v6, err := p.resolvePeers(ctx)
+	if n := handoff.PeerCount(v4, v6); n > 0 {
+		if p.adj.SetPeers(n) {
+			p.logger.Info("sampler peers changed; budget share follows", zap.Int64("peers", n))
+		}
+	} else {
+		p.logger.Warn("cannot count sampler peers; keeping the last count",
+			zap.String("peers_dns", p.cfg.Budget.PeersDNS), zap.Int64("peers", p.adj.Peers()), zap.Error(err))
+	}
+	if p.handoff != nil && err == nil {
+		p.handoff.SetMembers(append(v4, v6...))
+	}
 }
 
-func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error {
-	c, traces, spans, bytes := p.totals()
-	t := p.tel
-	for d := range c.traces {
-		dec := metric.WithAttributeSet(attribute.NewSet(attribute.String("decision", decisionNames[d])))
-		for r := range c.traces[d] {
-			o.ObserveInt64(t.Traces, c.traces[d][r], p.reasonAttrs[d][r])
-		}
-		o.ObserveInt64(t.Spans, c.spans[d], dec)
-		o.ObserveInt64(t.Bytes, c.bytes[d], dec)
-		o.ObserveInt64(t.LateSpans, c.late[d], dec)
+// resolvePeers looks the name up. The count needs IPv6 only where there is
+// no IPv4; the ring, with handoff, needs both, as the gateways' dns
+// resolver has an entry per address.
+func (p *budgetTailSampler) resolvePeers(ctx context.Context) (v4, v6 []net.IP, err error) {
+	v4, err4 := p.lookup(ctx, "ip4", p.cfg.Budget.PeersDNS)
+	if p.handoff == nil && err4 == nil && len(v4) > 0 {
+		return v4, nil, nil
 	}
-	c.invalid[invalidTracestateTruncated] += p.truncated.Load()
-	for i, n := range c.invalid {
-		o.ObserveInt64(t.InvalidSpans, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", invalidNames[i]))))
+	v6, err6 := p.lookup(ctx, "ip6", p.cfg.Budget.PeersDNS)
+	if err4 != nil && err6 != nil {
+		return nil, nil, err4
 	}
-	o.ObserveInt64(t.DroppedTooEarly, c.droppedTooEarly)
-	for i, n := range c.overflow {
-		o.ObserveInt64(t.PriorityOverflow, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("class", classNames[i]))))
-	}
-	o.ObserveInt64(t.ForwardFailed, p.forwardFailed.Load())
-	for i, rc := range c.rules {
-		a := p.ruleAttrs[i]
-		o.ObserveInt64(t.RuleTraces, rc.matched, a[0])
-		o.ObserveInt64(t.RuleTraces, rc.kept, a[1])
-		o.ObserveInt64(t.RuleTraces, rc.dropped, a[2])
-		o.ObserveInt64(t.RuleErrors, rc.errors, a[3])
-	}
-	o.ObserveInt64(t.BufferedTraces, traces)
-	o.ObserveInt64(t.BufferedSpans, spans)
-	o.ObserveInt64(t.BufferedBytes, bytes)
-	pol := p.policy.Load()
-	o.ObserveFloat64(t.BudgetUtilization, pol.utilization)
-	o.ObserveFloat64(t.EgressToBooked, p.egress.current())
-	o.ObserveFloat64(t.BaselineProb, pol.meanProb)
-	for svc, pr := range pol.services {
-		if !isRuleKey(svc) {
-			o.ObserveFloat64(t.ServiceBaseline, pr.p, metric.WithAttributeSet(attribute.NewSet(attribute.String("service_name", svc))))
-		}
-	}
-	o.ObserveInt64(t.Peers, p.peers.Load())
-	if p.handoff != nil {
-		p.handoff.observe(t, o)
-	}
-	return nil
+	return v4, v6, nil
 }

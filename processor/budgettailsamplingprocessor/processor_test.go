@@ -3,11 +3,9 @@ package budgettailsamplingprocessor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,8 @@ import (
 
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
 func TestOutOfOrderSpansAcrossRequestsArriveComplete(t *testing.T) {
@@ -65,7 +65,7 @@ func TestErrorsAreKeptAndBaselineIsConsistent(t *testing.T) {
 	cfg := testConfig()
 	ts := newTestSampler(t, cfg)
 	// Force a baseline probability of 0.25 for the service.
-	ts.p.policy.Store(&policy{services: map[string]probability{"api": newProbability(0.25)}, newService: always, errors: always, outliers: always})
+	ts.p.adj.Pin(policy.Fixed(map[string]traceinfo.Probability{"api": traceinfo.NewProbability(0.25)}, traceinfo.Always))
 	var ok, errs []pcommon.TraceID
 	for i := 0; i < 100; i++ {
 		frac := (float64(i) + 0.5) / 100
@@ -89,7 +89,7 @@ func TestErrorsAreKeptAndBaselineIsConsistent(t *testing.T) {
 	for i, id := range ok {
 		_ = i
 		r := sampling.TraceIDToRandomness(id)
-		want := newProbability(0.25).th.ShouldSample(r)
+		want := traceinfo.NewProbability(0.25).Th.ShouldSample(r)
 		_, got := kept[id]
 		assert.Equal(t, want, got, "trace %x", id)
 		if got {
@@ -108,9 +108,9 @@ func TestConsistentAcrossInstances(t *testing.T) {
 	cfg.Outliers.FallbackLatencyThreshold = time.Hour
 	a := newTestSampler(t, cfg)
 	b := newTestSampler(t, cfg)
-	pol := &policy{services: map[string]probability{"api": newProbability(0.1)}, newService: always, errors: always, outliers: always}
-	a.p.policy.Store(pol)
-	b.p.policy.Store(pol)
+	pol := policy.Fixed(map[string]traceinfo.Probability{"api": traceinfo.NewProbability(0.1)}, traceinfo.Always)
+	a.p.adj.Pin(pol)
+	b.p.adj.Pin(pol)
 	g := workload.NewGenerator(workload.Options{Services: 1, Seed: 7})
 	td, _ := g.Batch(500)
 	workload.SetService(td, "api")
@@ -133,7 +133,7 @@ func TestConsistentAcrossInstances(t *testing.T) {
 
 func TestTracestateMembersPreservedAndStricterThresholdKept(t *testing.T) {
 	ts := newTestSampler(t, testConfig())
-	ts.p.policy.Store(&policy{services: map[string]probability{"api": newProbability(0.5)}, newService: always, errors: always, outliers: always})
+	ts.p.adj.Pin(policy.Fixed(map[string]traceinfo.Probability{"api": traceinfo.NewProbability(0.5)}, traceinfo.Always))
 	id := traceIDWithRandomness(1, 0.95)
 	td := oneSpan("api", id, 1, 0, ts.now, time.Millisecond)
 	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).TraceState().FromRaw("vendor=abc,ot=rv:f3333333333333")
@@ -157,7 +157,7 @@ func TestTracestateMembersPreservedAndStricterThresholdKept(t *testing.T) {
 
 func TestExplicitRandomnessIsUsed(t *testing.T) {
 	ts := newTestSampler(t, testConfig())
-	ts.p.policy.Store(&policy{services: map[string]probability{"api": newProbability(0.5)}, newService: always, errors: always, outliers: always})
+	ts.p.adj.Pin(policy.Fixed(map[string]traceinfo.Probability{"api": traceinfo.NewProbability(0.5)}, traceinfo.Always))
 	// Trace ID randomness is high (would be kept), rv is low: not kept.
 	id := traceIDWithRandomness(1, 0.99)
 	td := oneSpan("api", id, 1, 0, ts.now, time.Millisecond)
@@ -169,7 +169,7 @@ func TestExplicitRandomnessIsUsed(t *testing.T) {
 
 func TestLateSpansFollowTheDecision(t *testing.T) {
 	ts := newTestSampler(t, testConfig())
-	ts.p.policy.Store(&policy{services: map[string]probability{"api": newProbability(0.5)}, newService: always, errors: always, outliers: always})
+	ts.p.adj.Pin(policy.Fixed(map[string]traceinfo.Probability{"api": traceinfo.NewProbability(0.5)}, traceinfo.Always))
 	keptID := traceIDWithRandomness(1, 0.9)
 	droppedID := traceIDWithRandomness(2, 0.1)
 	ts.send(oneSpan("api", keptID, 1, 0, ts.now, time.Millisecond))
@@ -262,14 +262,14 @@ func TestShutdownOutOfTimeCountsDroppedTooEarly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.NoError(t, ts.p.Shutdown(ctx))
-	c, buffered, _, _ := ts.p.totals()
+	c, buffered, _, _ := ts.p.tally()
 	assert.Equal(t, int64(20), c.droppedTooEarly)
 	assert.Zero(t, buffered)
 }
 
 func TestForwardErrorsAreCounted(t *testing.T) {
 	ts := newTestSampler(t, testConfig())
-	ts.p.next = errConsumer{}
+	ts.p.fwd = ts.p.newForwarder(errConsumer{})
 	ts.send(oneSpan("api", traceIDWithRandomness(1, 0.5), 1, 0, ts.now, time.Millisecond))
 	ts.advance(3 * time.Second)
 	assert.Equal(t, 1.0, ts.metric(metadata.MetricForwardFailed))
@@ -332,49 +332,6 @@ func (errConsumer) ConsumeTraces(context.Context, ptrace.Traces) error {
 func (errConsumer) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
 
 func attributeCause(c string) attribute.KeyValue { return attribute.String("cause", c) }
-
-func TestOutlierGroupsLearnTheQuantile(t *testing.T) {
-	cfg := createDefaultConfig().Outliers
-	cfg.MinObservations = 100
-	o := newOutlierGroups(cfg)
-	now := time.Unix(0, 0)
-	// Before min_observations: the fallback threshold (1s).
-	assert.True(t, o.observe("a", 1500*time.Millisecond, 0, now))
-	assert.False(t, o.observe("a", 900*time.Millisecond, 0, now))
-	// 10ms..109ms uniformly, many times: p99 ≈ 108ms.
-	for i := 0; i < 2000; i++ {
-		o.observe("a", time.Duration(10+i%100)*time.Millisecond, 0, now)
-	}
-	th, n := o.threshold("a")
-	assert.InDelta(t, 108, th.Seconds()*1000, 3)
-	assert.Equal(t, 2002.0, n)
-	assert.True(t, o.observe("a", 150*time.Millisecond, 0, now), "slower than p99")
-	assert.False(t, o.observe("a", 50*time.Millisecond, 0, now))
-	// Another group has its own distribution.
-	assert.False(t, o.observe("b", 500*time.Millisecond, 0, now), "fallback for a new group")
-
-	// Drift: after a full window of slower traffic the threshold follows.
-	for step := 0; step < 2; step++ {
-		now = now.Add(cfg.Window / 2)
-		for i := 0; i < 2000; i++ {
-			o.observe("a", time.Duration(200+i%100)*time.Millisecond, 0, now)
-		}
-	}
-	th, _ = o.threshold("a")
-	assert.InDelta(t, 298, th.Seconds()*1000, 6)
-}
-
-func TestOutlierGroupsAreCapped(t *testing.T) {
-	cfg := createDefaultConfig().Outliers
-	cfg.MaxGroups = 3
-	o := newOutlierGroups(cfg)
-	for i := 0; i < 10; i++ {
-		o.observe(fmt.Sprint(i), time.Millisecond, 0, time.Unix(0, 0))
-	}
-	assert.Len(t, o.keys(), 4, "three groups and the shared overflow group")
-	_, n := o.threshold(overflowGroup)
-	assert.Equal(t, 7.0, n)
-}
 
 func TestHTTPServerErrorsOption(t *testing.T) {
 	for _, tc := range []struct {
@@ -484,10 +441,10 @@ func TestDecisionsKeepUpWithABusyFeederOnOneCore(t *testing.T) {
 			due = fed
 		}
 	}
-	c, _, _, _ := ts.p.totals()
+	c, _, _, _ := ts.p.tally()
 	decided := c.spans[sampled] + c.spans[notSampled]
 	require.NoError(t, ts.p.Shutdown(context.Background()))
-	assert.Zero(t, c.traces[sampled][reasonForced]+c.traces[notSampled][reasonForced], "no trace decided early: the bounds are far")
+	assert.Zero(t, c.traces[sampled][traceinfo.ReasonForced]+c.traces[notSampled][traceinfo.ReasonForced], "no trace decided early: the bounds are far")
 	t.Logf("decided %d of %d spans due (%d fed)", decided, due, fed)
 	assert.GreaterOrEqual(t, decided, due/2, "decided %d of %d spans due (%d fed)", decided, due, fed)
 }
@@ -502,50 +459,16 @@ func TestConcurrentIntakeWithBackgroundDecisions(t *testing.T) {
 	require.NoError(t, ts.p.Start(context.Background(), nil))
 	total := feedConcurrently(t, ts.p, 4, 50, workload.Options{Services: 5, ErrorEvery: 7})
 	require.NoError(t, ts.p.Shutdown(context.Background()))
-	c, buffered, _, bytes := ts.p.totals()
+	c, buffered, _, bytes := ts.p.tally()
 	assert.Zero(t, buffered)
 	assert.Zero(t, bytes)
 	var pending int64
 	for _, sh := range ts.p.shards {
-		pending += sh.pendingBytes
+		pending += sh.PendingBytes()
 	}
-	assert.Zero(t, ts.p.buffered.bytes.Load()+pending, "every slab uncounted once, when its last chunk left")
-	assert.Zero(t, ts.p.buffered.slabBytes.Load())
+	assert.Zero(t, ts.p.totals.Bytes()+pending, "every slab uncounted once, when its last chunk left")
+	assert.Zero(t, ts.p.totals.SlabBytes())
 	decided := c.spans[sampled] + c.spans[notSampled]
 	assert.Equal(t, total.Load(), decided, "every span decided exactly once")
 	assert.Equal(t, c.spans[sampled], int64(ts.sink.SpanCount()))
-}
-
-// Decisions on many cores learn groups concurrently: the cap holds (plus
-// the overflow group) when new groups race for its last places, and every
-// observation is learned once.
-func TestOutlierGroupsConcurrently(t *testing.T) {
-	cfg := createDefaultConfig().Outliers
-	cfg.MaxGroups = 4
-	const workers = 8
-	for trial := range 200 {
-		o := newOutlierGroups(cfg)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				for i := range 10 {
-					o.observe(fmt.Sprint("op-", w, "-", i%2), time.Duration(1+i)*time.Millisecond, 0.5, time.Unix(0, 0))
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		keys := o.keys()
-		require.Len(t, keys, cfg.MaxGroups+1, "trial %d: the cap, and the overflow group", trial)
-		total := 0.0
-		for _, k := range keys {
-			_, n := o.threshold(k)
-			total += n
-		}
-		require.Equal(t, float64(workers*10), total)
-	}
 }

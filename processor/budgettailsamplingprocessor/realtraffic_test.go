@@ -65,7 +65,7 @@ func (r *fleetRun) run(seconds int) {
 			r.ts.advance(100 * time.Millisecond)
 			r.steps++
 			if r.steps%10 == 0 || r.steps%adjustSteps == 0 {
-				r.ts.p.tickAdjust()
+				r.ts.p.adj.Tick(r.ts.now)
 			}
 		}
 		r.keptAt = append(r.keptAt, r.ts.sink.SpanCount()-before)
@@ -302,71 +302,6 @@ func firstMember(ts string) string {
 	return ts
 }
 
-// Outlier rule on the duration shapes production has.
-func TestOutliersOnRealLatencyShapes(t *testing.T) {
-	cfg := createDefaultConfig().Outliers
-	t.Run("bimodal: a slow mode of a few percent is kept", func(t *testing.T) {
-		for _, share := range []float64{0.005, 0.01, 0.03, 0.05} {
-			fl := workload.NewFleet(workload.FleetOptions{Services: 1, Depth: 1, SpansPerService: 1, SlowShare: share,
-				BodyMin: 20 * time.Millisecond, BodyMax: 200 * time.Millisecond, SlowDuration: 5 * time.Second, QuantizeMillis: true, Seed: 3}, time.Unix(0, 0))
-			o := newOutlierGroups(cfg)
-			slow, slowKept, body, bodyKept := 0, 0, 0, 0
-			for i := 0; i < 20000; i++ {
-				tr := fl.Start(time.Unix(0, 0))
-				dur := durationOf(fl, tr)
-				out := observeTrace(o, "g", dur, tr.ID, time.Unix(0, 0))
-				if i < 2000 {
-					continue // learning
-				}
-				if tr.Slow {
-					slow++
-					if out {
-						slowKept++
-					}
-				} else {
-					body++
-					if out {
-						bodyKept++
-					}
-				}
-			}
-			t.Logf("slow share %.3f: slow-mode traces kept %d/%d, body outliers %.2f%%", share, slowKept, slow, 100*float64(bodyKept)/float64(body))
-			assert.Equal(t, slow, slowKept, "slow share %.3f: every slow-mode trace is an outlier", share)
-			assert.Less(t, float64(bodyKept)/float64(body), 0.02, "slow share %.3f: the body is not", share)
-		}
-	})
-	t.Run("quantized unimodal: about 1 - quantile", func(t *testing.T) {
-		o := newOutlierGroups(cfg)
-		out := 0
-		const n = 40000
-		for i := 0; i < n; i++ {
-			var id pcommon.TraceID
-			id[0], id[1], id[2] = byte(i), byte(i>>8), byte(i*7)
-			// integer milliseconds, narrow range: 10..30 ms
-			dur := time.Duration(10+(i*7919)%21) * time.Millisecond
-			if observeTrace(o, "g", dur, id, time.Unix(0, 0)) && i > 2000 {
-				out++
-			}
-		}
-		share := float64(out) / float64(n-2000)
-		t.Logf("quantized 10–30 ms: outlier share %.2f%%", 100*share)
-		assert.InDelta(t, 0.01, share, 0.004, "outlier share %.4f", share)
-	})
-}
-
-// durationOf drains the fleet's one-span traces to get the generated duration.
-func durationOf(fl *workload.Fleet, tr workload.FleetTrace) time.Duration {
-	var d time.Duration
-	for _, req := range fl.Drain() {
-		spanwalk.Traces(req.Traces, func(_ ptrace.ResourceSpans, s ptrace.Span) {
-			if s.TraceID() == tr.ID {
-				d = time.Duration(s.EndTimestamp() - s.StartTimestamp())
-			}
-		})
-	}
-	return d
-}
-
 // Clock skew between hosts must not make outliers: the root span's own
 // duration is the trace's.
 func TestClockSkewDoesNotMakeOutliers(t *testing.T) {
@@ -410,40 +345,6 @@ func TestGroupWithoutRootIsTheTopMostSpans(t *testing.T) {
 	ts.advance(ts.p.cfg.DecisionWait)
 	keys := groupKeys(ts.p.groups)
 	assert.Equal(t, []string{"web\x1fGET /checkout"}, keys)
-}
-
-// Groups idle for a window make room for new operations.
-func TestIdleOutlierGroupsAreEvicted(t *testing.T) {
-	cfg := createDefaultConfig().Outliers
-	cfg.MaxGroups = 2
-	o := newOutlierGroups(cfg)
-	t0 := time.Unix(0, 0)
-	observeTrace(o, "a", time.Millisecond, pcommon.TraceID{}, t0)
-	observeTrace(o, "b", time.Millisecond, pcommon.TraceID{}, t0)
-	observeTrace(o, "c", time.Millisecond, pcommon.TraceID{}, t0.Add(cfg.Window+time.Second))
-	assert.ElementsMatch(t, []string{"c"}, groupKeys(o))
-}
-
-// Errors are decided before outliers and never below their service's baseline.
-func TestErrorsComeBeforeOutliers(t *testing.T) {
-	cfg := budgetConfig(1000)
-	cfg.Budget.MaxPriorityShare = 0.5
-	e := newEstimator(cfg, &ruleSet{})
-	v := newVolumes(0)
-	v.errors, v.outliers = 100*5, 2000*5 // per 5 s interval
-	v.baseline["quiet"] = 10 * 5
-	v.baseline["noisy"] = 5000 * 5
-	pol := e.update(v, 5, 1000)
-	assert.Equal(t, 1.0, pol.errors.p, "errors fit the cap: all kept")
-	assert.InDelta(t, 0.2, pol.outliers.p, 0.01, "outliers take what errors leave of the cap")
-
-	v = newVolumes(0)
-	v.errors = 4000 * 5
-	v.baseline["quiet"] = 10 * 5
-	pol = newEstimator(cfg, &ruleSet{}).update(v, 5, 1000)
-	assert.InDelta(t, 0.125, pol.errors.p, 0.01)
-	assert.GreaterOrEqual(t, pol.errorProbability("quiet").p, pol.baseline("quiet").p,
-		"an error is never kept with a lower probability than its service's ordinary traffic")
 }
 
 // max_traces and max_buffered_bytes hold for the whole processor.
@@ -546,25 +447,6 @@ func TestForcedDecisionsDoNotCarryTheRequestsContext(t *testing.T) {
 	assert.Equal(t, []any{nil, "tenant-a"}, sink.seen)
 }
 
-// Services past max_services are sampled at the probability of _other, the
-// entry their volume is booked under.
-func TestServicesPastTheCapGetOthersProbability(t *testing.T) {
-	cfg := budgetConfig(100)
-	cfg.MaxServices = 2
-	e := newEstimator(cfg, &ruleSet{})
-	v := newVolumes(0)
-	v.baseline["a"] = 500 * 5
-	v.baseline["b"] = 10 * 5
-	v.baseline["c"] = 1000 * 5 // a third service, seen by another shard
-	pol := e.update(v, 5, 100)
-	require.True(t, pol.full)
-	assert.Len(t, pol.services, 2, "capped at max_services, the smallest merged into _other")
-	other := pol.services[otherServices]
-	assert.Equal(t, other, pol.baseline("zzz"), "an unknown service gets _other's probability")
-	assert.Equal(t, otherServices, pol.bookedService("zzz"))
-	assert.Less(t, other.p, 1.0)
-}
-
 // With a bytes budget, the bytes writing th adds are in the budget: what
 // leaves matches what was booked.
 func TestStampBytesAreInTheBudget(t *testing.T) {
@@ -589,8 +471,8 @@ func TestStampBytesAreInTheBudget(t *testing.T) {
 		}
 	}
 	// th is estimated at 12 bytes a span; "ot=th:8" takes 9.
-	assert.InEpsilon(t, float64(asBuffered), v.kept, 0.02, "booked %.0f bytes, the kept traces as buffered %d", v.kept, asBuffered)
-	assert.Less(t, float64(left), v.kept, "what left, merged per resource")
+	assert.InEpsilon(t, float64(asBuffered), v.Kept(), 0.02, "booked %.0f bytes, the kept traces as buffered %d", v.Kept(), asBuffered)
+	assert.Less(t, float64(left), v.Kept(), "what left, merged per resource")
 }
 
 // byTrace splits td into a Traces per trace holding its spans under their
@@ -642,8 +524,6 @@ func TestOutliersWithSkewAndMissingRoots(t *testing.T) {
 		ClockSkew: 400 * time.Millisecond, MissingRootShare: 0.3, QuantizeMillis: true, Seed: 21}, 200)
 	r.run(20) // learning
 	storeBaselinePolicy(ts, "", sampling.MinSamplingProbability)
-	ts.p.priming.Store(false)
-	ts.p.lastAdj = ts.now.Add(time.Hour) // keep this policy: only priority traces are kept
 	learned := len(r.traces)
 	r.run(60)
 	r.finish()
@@ -668,5 +548,5 @@ func TestOutliersWithSkewAndMissingRoots(t *testing.T) {
 	assert.Equal(t, slow, slowKept)
 	assert.Less(t, share, 0.02)
 	// With or without its root, a trace is grouped by its entry operation.
-	assert.Equal(t, []string{"svc-000\x1fGET /svc-000/op", "svc-001\x1fGET /svc-001/op", "svc-002\x1fGET /svc-002/op"}, ts.p.groups.keys())
+	assert.Equal(t, []string{"svc-000\x1fGET /svc-000/op", "svc-001\x1fGET /svc-001/op", "svc-002\x1fGET /svc-002/op"}, ts.p.groups.Keys())
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
 )
 
 // A request's root-carrying fragments share one slab: its memory stays
@@ -25,21 +27,21 @@ func TestSlabStaysCountedUntilItsLastChunkLeaves(t *testing.T) {
 	oneSpan("api", fresh, 1, 0, ts.now, time.Millisecond).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
 	var m ptrace.ProtoMarshaler
 	slab := int64(m.TracesSize(td))
-	if canMap {
-		slab = blockSize(slab) // its block in the arena, counted whole
+	if spanmem.CanMap {
+		slab = spanmem.BlockSize(slab) // its block in the arena, counted whole
 	}
 	ts.send(td)
-	require.EqualValues(t, slab, ts.p.buffered.slabBytes.Load(), "the two roots' fragments are in one slab")
+	require.EqualValues(t, slab, ts.p.totals.SlabBytes(), "the two roots' fragments are in one slab")
 
 	ts.advance(1500 * time.Millisecond)
 	assert.Equal(t, 1.0, ts.metric(metadata.MetricBufferedTraces), "early is decided, fresh waits")
 	assert.EqualValues(t, slab, ts.metric(metadata.MetricBufferedBytes), "the slab is held by the trace still buffered")
-	assert.EqualValues(t, slab, ts.p.buffered.bytes.Load(), "the bounds see it too")
+	assert.EqualValues(t, slab, ts.p.totals.Bytes(), "the bounds see it too")
 
 	ts.advance(time.Second)
 	assert.Zero(t, ts.metric(metadata.MetricBufferedTraces))
 	assert.Zero(t, ts.metric(metadata.MetricBufferedBytes))
-	assert.Zero(t, ts.p.buffered.bytes.Load())
+	assert.Zero(t, ts.p.totals.Bytes())
 }
 
 // On SDK-like traffic (each pod exports its spans every 5 s, roots in other
@@ -60,12 +62,12 @@ func TestSlabsHoldNoMoreThanTheirChunksOnSDKTraffic(t *testing.T) {
 			var otlp int64
 			for _, sh := range ts.p.shards {
 				sh.mu.Lock()
-				sh.each(func(tr *trace) { otlp += tr.bytes })
+				sh.Each(func(tr *tracebuf.Trace) { otlp += tr.Bytes })
 				sh.mu.Unlock()
 			}
 			held := ts.metric(metadata.MetricBufferedBytes)
 			assert.LessOrEqual(t, held, 1.05*float64(otlp), "waits %v, second %d: held vs the buffered traces' bytes", waits, s)
-			slabs = max(slabs, ts.p.buffered.slabBytes.Load())
+			slabs = max(slabs, ts.p.totals.SlabBytes())
 		}
 		assert.Positive(t, slabs, "waits %v: slabs are in use", waits)
 	}
@@ -79,7 +81,7 @@ func TestCompressedChunksAreCountedByTheirLength(t *testing.T) {
 	ts := newTestSampler(t, cfg)
 	id := traceIDWithRandomness(1, 0.5)
 	ts.send(oneSpan("api", id, 1, 0, ts.now, time.Millisecond))
-	assert.Zero(t, ts.p.buffered.slabBytes.Load())
+	assert.Zero(t, ts.p.totals.SlabBytes())
 	assert.Positive(t, ts.metric(metadata.MetricBufferedBytes))
 	ts.advance(3 * time.Second)
 	assert.Zero(t, ts.metric(metadata.MetricBufferedBytes))

@@ -113,51 +113,35 @@ func TestFragmentsAreEncodedAsTheirTracesCopiedOut(t *testing.T) {
 		want := perTraceCopies(td)
 		req, err := ts.p.split(td)
 		require.NoError(t, err)
-		require.Len(t, req.frags, len(want), "seed %d", seed)
+		require.Len(t, req.Frags, len(want), "seed %d", seed)
 		// Into one slab, as intake does: each fragment's encoding must still
 		// be whole once the others are written after it.
 		sl := ts.p.newSlab(req)
 		var reuse []byte
 		encodings := map[pcommon.TraceID][]byte{}
-		for _, f := range req.frags {
+		for _, f := range req.Frags {
 			in := ts.p.encode(req, &f, sl, &reuse)
-			encodings[f.id] = f.encoded
-			assert.Equal(t, len(f.encoded), cap(f.encoded), "seed %d: a fragment's room is its size", seed)
-			assert.Equal(t, f.hasRoot, in != nil, "seed %d: root-carrying fragments go in the slab", seed)
+			encodings[f.ID] = f.Encoded
+			assert.Equal(t, len(f.Encoded), cap(f.Encoded), "seed %d: a fragment's room is its size", seed)
+			assert.Equal(t, f.HasRoot, in != nil, "seed %d: root-carrying fragments go in the slab", seed)
 		}
-		for _, f := range req.frags {
-			w, ok := want[f.id]
+		for _, f := range req.Frags {
+			w, ok := want[f.ID]
 			require.True(t, ok, "seed %d: a fragment of an unknown trace", seed)
 			encoded, err := m.MarshalTraces(w)
 			require.NoError(t, err)
-			require.Equal(t, encoded, encodings[f.id], "seed %d trace %v", seed, f.id)
-			assert.EqualValues(t, len(encoded), f.bytes)
-			assert.Equal(t, w.SpanCount(), f.spans)
+			require.Equal(t, encoded, encodings[f.ID], "seed %d trace %v", seed, f.ID)
+			assert.EqualValues(t, len(encoded), f.Bytes)
+			assert.Equal(t, w.SpanCount(), f.Spans)
 		}
 		if sl != nil {
-			assert.Equal(t, cap(sl.buf), len(sl.buf), "seed %d: the slab is filled exactly", seed)
+			assert.True(t, sl.Full(), "seed %d: the slab is filled exactly", seed)
 		}
-		ts.p.buffered.letGo(sl)
-		assert.Zero(t, ts.p.buffered.bytes.Load(), "seed %d: a slab nothing was buffered from is uncounted", seed)
-		req.release()
+		ts.p.totals.LetGo(sl)
+		assert.Zero(t, ts.p.totals.Bytes(), "seed %d: a slab nothing was buffered from is uncounted", seed)
+		req.Release()
 		after, err := m.MarshalTraces(td)
 		require.NoError(t, err)
 		require.Equal(t, before, after, "split changed the request")
-	}
-}
-
-// A request's encoding that is not as pdata writes it is refused whole,
-// never half split.
-func TestUnexpectedEncodingLayoutIsRefused(t *testing.T) {
-	var w requestWire
-	for name, buf := range map[string][]byte{
-		"truncated length":         {0x0a, 0x05, 0x12},
-		"field between its scopes": {0x0a, 0x06, 0x12, 0x00, 0x1a, 0x00, 0x12, 0x00},
-		"bad tag":                  {0x0a, 0x01, 0x00},
-	} {
-		w.buf = buf
-		w.rs, w.ss, w.spans = nil, nil, nil
-		err := w.indexRecords()
-		assert.ErrorIs(t, err, errUnexpectedEncoding, name)
 	}
 }

@@ -1,0 +1,504 @@
+package policy // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
+)
+
+// OtherServices is the key services past max_services are booked under.
+const OtherServices = "_other"
+
+type probability = traceinfo.Probability
+
+var always = traceinfo.Always
+
+func newProbability(p float64) probability { return traceinfo.NewProbability(p) }
+
+func higher(a, b probability) probability { return traceinfo.Higher(a, b) }
+
+func isRuleKey(key string) bool { return rules.IsRuleKey(key) }
+
+// BudgetConfig is the whole tier's budget: exactly one of the three.
+type BudgetConfig struct {
+	SpansPerSecond float64        `mapstructure:"spans_per_second"`
+	BytesPerSecond float64        `mapstructure:"bytes_per_second"`
+	MonthlyCost    float64        `mapstructure:"monthly_cost"`
+	Pricing        pricing.Config `mapstructure:"pricing"`
+	// Instances is the static number of sampler instances sharing the budget.
+	Instances int `mapstructure:"instances"`
+	// PeersDNS, when set, counts the instances from this name's A/AAAA records.
+	PeersDNS string `mapstructure:"peers_dns"`
+	// PeersRefreshInterval is how often PeersDNS is resolved.
+	PeersRefreshInterval time.Duration `mapstructure:"peers_refresh_interval"`
+	// MaxPriorityShare caps errors and outliers at this share of the budget.
+	MaxPriorityShare float64 `mapstructure:"max_priority_share"`
+}
+
+// Check reports every invalid field, named under budget.
+func (b *BudgetConfig) Check() []error {
+	var errs []error
+	set := 0
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"spans_per_second", b.SpansPerSecond}, {"bytes_per_second", b.BytesPerSecond}, {"monthly_cost", b.MonthlyCost}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			errs = append(errs, fmt.Errorf("budget.%s: must be a finite number ≥ 0, got %v", f.name, f.v))
+		}
+		if f.v > 0 {
+			set++
+		}
+	}
+	if set != 1 {
+		errs = append(errs, fmt.Errorf("budget: exactly one of spans_per_second, bytes_per_second, monthly_cost must be > 0, got %d", set))
+	}
+	if b.Instances < 1 {
+		errs = append(errs, fmt.Errorf("budget.instances: must be ≥ 1, got %d", b.Instances))
+	}
+	if b.PeersDNS != "" && b.PeersRefreshInterval <= 0 {
+		errs = append(errs, fmt.Errorf("budget.peers_refresh_interval: must be > 0, got %v", b.PeersRefreshInterval))
+	}
+	if !(b.MaxPriorityShare > 0 && b.MaxPriorityShare <= 1) {
+		errs = append(errs, fmt.Errorf("budget.max_priority_share: must be in (0, 1], got %v", b.MaxPriorityShare))
+	}
+	return errs
+}
+
+// Unit turns a trace's spans and bytes into the budget's unit.
+type Unit struct {
+	perSpan, perByte float64
+	// perSecond is the whole tier's budget in that unit per second.
+	perSecond float64
+}
+
+// NewUnit is the unit of budget b.
+func NewUnit(b BudgetConfig) Unit {
+	switch {
+	case b.SpansPerSecond > 0:
+		return Unit{perSpan: 1, perSecond: b.SpansPerSecond}
+	case b.BytesPerSecond > 0:
+		return Unit{perByte: 1, perSecond: b.BytesPerSecond}
+	default:
+		m := b.Pricing.Resolve()
+		return Unit{perSpan: m.PerSpan(), perByte: m.PerByte(), perSecond: b.MonthlyCost / pricing.Month.Seconds()}
+	}
+}
+
+// Volume is spans and bytes in the budget's unit.
+func (u Unit) Volume(spans int, bytes int64) float64 {
+	return float64(spans)*u.perSpan + float64(bytes)*u.perByte
+}
+
+// Policy is what decisions read; the adjuster replaces it every interval.
+// Probabilities are conditional on what arrives: a trace that arrived
+// head-sampled is kept with them on top of its incoming probability.
+type Policy struct {
+	// services holds the baseline services and weighted sample rules.
+	services   map[string]probability
+	newService probability
+	// other is the probability of services booked under _other once the
+	// estimator tracks max_services of them (full).
+	other       probability
+	full        bool
+	errors      probability
+	outliers    probability
+	keeps       []probability // per rule; used for keep rules
+	utilization float64
+	meanProb    float64
+}
+
+// KeepAll keeps everything: the policy before anything was measured.
+func KeepAll(rules int) *Policy {
+	keeps := make([]probability, rules)
+	for i := range keeps {
+		keeps[i] = always
+	}
+	return &Policy{services: map[string]probability{}, newService: always, other: always, errors: always, outliers: always,
+		keeps: keeps, meanProb: 1}
+}
+
+// Fixed keeps each service's traces with its probability, new services'
+// with newService, errors and outliers always: for tests.
+func Fixed(services map[string]traceinfo.Probability, newService traceinfo.Probability) *Policy {
+	return &Policy{services: services, newService: newService, other: newService, errors: always, outliers: always, meanProb: 1}
+}
+
+// Errors is the error class's probability (before ErrorProbability raises
+// it to a service's baseline).
+func (p *Policy) Errors() traceinfo.Probability { return p.errors }
+
+// Utilization is the kept volume against the budget share, smoothed.
+func (p *Policy) Utilization() float64 { return p.utilization }
+
+// MeanProb is the baseline's traffic-weighted mean probability.
+func (p *Policy) MeanProb() float64 { return p.meanProb }
+
+// EachService calls f with every baseline service (not rules) and its
+// probability.
+func (p *Policy) EachService(f func(service string, pr traceinfo.Probability)) {
+	for svc, pr := range p.services {
+		if !isRuleKey(svc) {
+			f(svc, pr)
+		}
+	}
+}
+
+// BookedService is the name a service's volume is booked under.
+func (p *Policy) BookedService(service string) string {
+	if _, ok := p.services[service]; ok || !p.full {
+		return service
+	}
+	return OtherServices
+}
+
+// Baseline is the service's baseline probability.
+func (p *Policy) Baseline(service string) probability {
+	if pr, ok := p.services[service]; ok {
+		return pr
+	}
+	if p.full {
+		return p.other
+	}
+	return p.newService
+}
+
+// Keep is keep rule i's probability (1 until the estimator set one).
+func (p *Policy) Keep(i int) probability {
+	if i < len(p.keeps) {
+		return p.keeps[i]
+	}
+	return always
+}
+
+// ErrorProbability is the errors' class probability, never below the
+// service's baseline: an error is never kept less often than ordinary traffic.
+func (p *Policy) ErrorProbability(service string) probability {
+	return higher(p.errors, p.Baseline(service))
+}
+
+// OutlierProbability likewise for latency outliers.
+func (p *Policy) OutlierProbability(service string) probability {
+	return higher(p.outliers, p.Baseline(service))
+}
+
+// estimator turns interval volumes into smoothed rates and a new policy.
+type estimator struct {
+	smoothing   float64
+	maxShare    float64
+	maxServices int
+	baseline    map[string]float64 // smoothed rate per service
+	errors      float64
+	outliers    float64
+	rules       []float64 // smoothed rate per keep and fixed-probability sample rule
+	ruleSet     *rules.Set
+	kept        float64
+	primed      bool
+	// correction scales the baseline budget by how far the kept volume
+	// missed the budget (integral feedback). Probabilities set from noisy
+	// rate estimates overshoot on average (E[1/rate] > 1/E[rate]), by ≈ 5%
+	// with few large traces per interval; this takes that out.
+	correction float64
+	binding    bool // the last policy sampled the baseline (budget binding)
+}
+
+func newEstimator(s Settings, rs *rules.Set) *estimator {
+	return &estimator{smoothing: s.Smoothing, maxShare: s.Budget.MaxPriorityShare, maxServices: s.MaxServices,
+		baseline: map[string]float64{}, rules: make([]float64, rs.Len()), ruleSet: rs, correction: 1}
+}
+
+// reset forgets the rates (after an idle spell) but keeps the correction,
+// which describes the estimator's bias, not the traffic.
+func (e *estimator) reset() {
+	e.baseline = map[string]float64{}
+	e.errors, e.outliers, e.kept = 0, 0, 0
+	e.rules = make([]float64, len(e.rules))
+	e.primed = false
+	e.binding = false
+}
+
+func (e *estimator) ewma(old, cur float64) float64 {
+	if !e.primed {
+		return cur
+	}
+	return e.smoothing*cur + (1-e.smoothing)*old
+}
+
+// update folds one interval's volumes (over secs seconds) into the rates
+// and returns the policy for a per-instance budget of share units/s.
+func (e *estimator) update(v Volumes, secs, share float64) *Policy {
+	for svc, old := range e.baseline {
+		if _, ok := v.baseline[svc]; !ok {
+			if r := e.ewma(old, 0); r > 1e-12 {
+				e.baseline[svc] = r
+			} else {
+				delete(e.baseline, svc)
+			}
+		}
+	}
+	for svc, vol := range v.baseline {
+		e.baseline[svc] = e.ewma(e.baseline[svc], vol/secs)
+	}
+	e.capServices()
+	e.errors = e.ewma(e.errors, v.errors/secs)
+	e.outliers = e.ewma(e.outliers, v.outliers/secs)
+	for i := range e.rules {
+		if i < len(v.rules) {
+			e.rules[i] = e.ewma(e.rules[i], v.rules[i]/secs)
+		}
+	}
+	e.kept = e.ewma(e.kept, v.kept/secs)
+	if e.binding && share > 0 && v.kept > 0 {
+		// At most 2% a step and within ±30%: slow enough that a load step
+		// (which the rate estimates follow on their own) barely moves it.
+		step := min(max(math.Pow(share/(v.kept/secs), 0.3), 0.98), 1.02)
+		e.correction = min(max(e.correction*step, 0.7), 1.3)
+	}
+	e.primed = true
+
+	pol := &Policy{services: make(map[string]probability, len(e.baseline)), full: len(e.baseline) >= e.maxServices}
+	if share > 0 {
+		pol.utilization = e.kept / share
+	}
+	// Errors first, then keep rules (each within its max_share), then
+	// outliers, together within the priority cap; past it each class is
+	// sampled so that it stays inside. Fixed-probability sample rules take
+	// what they take; the baseline shares the rest.
+	capacity := e.maxShare * share
+	pol.errors = fraction(capacity, e.errors)
+	used := math.Min(e.errors, capacity)
+	pol.keeps = make([]probability, len(e.rules))
+	var fixed float64
+	for i := range e.rules {
+		r := e.ruleSet.Rule(i)
+		pol.keeps[i] = always
+		switch {
+		case r.Action == rules.ActionKeep:
+			room := capacity - used
+			if r.MaxShare > 0 {
+				room = math.Min(room, r.MaxShare*share)
+			}
+			pol.keeps[i] = fraction(room, e.rules[i])
+			used += math.Min(e.rules[i], math.Max(room, 0))
+		case r.Action == rules.ActionSample && !r.Weighted:
+			fixed += e.rules[i] * r.Prob.P
+		}
+	}
+	pol.outliers = fraction(capacity-used, e.outliers)
+	used += math.Min(e.outliers, math.Max(capacity-used, 0))
+	remaining := (share - used - fixed) * e.correction
+	level := waterLevel(e.baseline, e.weight, remaining)
+	e.binding = !math.IsInf(level, 1)
+	var total, keptBase float64
+	services := 0
+	for svc, r := range e.baseline {
+		pr := fraction(level*e.weight(svc), r)
+		pol.services[svc] = pr
+		if !isRuleKey(svc) {
+			total += r
+			keptBase += r * pr.P
+			services++
+		}
+	}
+	pol.meanProb = 1
+	pol.newService = always
+	if total > 0 {
+		pol.meanProb = keptBase / total
+		// A service not seen yet starts at the level an average service gets,
+		// so a burst of new services cannot blow the budget for a whole interval.
+		pol.newService = fraction(level, total/float64(max(services, 1)))
+	}
+	pol.other = pol.newService
+	if pr, ok := pol.services[OtherServices]; ok {
+		pol.other = pr
+	}
+	return pol
+}
+
+// fraction is the probability that keeps budget out of rate.
+func fraction(budget, rate float64) probability {
+	if rate <= budget {
+		return always
+	}
+	return newProbability(max(budget, 0) / rate)
+}
+
+// weight is a baseline entry's weight: a weighted sample rule's, else 1.
+func (e *estimator) weight(key string) float64 {
+	if isRuleKey(key) {
+		if r := e.ruleSet.ByKey(key); r != nil {
+			return r.Weight
+		}
+	}
+	return 1
+}
+
+// capServices keeps max_services rates: the smallest are merged into _other
+// (shards book independently, so together they may have seen more).
+// Weighted sample rules are not services and are never merged.
+func (e *estimator) capServices() {
+	type kv struct {
+		svc  string
+		rate float64
+	}
+	all := make([]kv, 0, len(e.baseline))
+	for svc, r := range e.baseline {
+		if svc != OtherServices && !isRuleKey(svc) {
+			all = append(all, kv{svc, r})
+		}
+	}
+	if len(all) <= e.maxServices {
+		return
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].rate > all[j].rate })
+	for _, x := range all[e.maxServices-1:] {
+		e.baseline[OtherServices] += x.rate
+		delete(e.baseline, x.svc)
+	}
+}
+
+// waterLevel is weighted max-min fairness: the level L such that
+// Σ min(rate_s, weight_s · L) = budget. Quiet entries keep all their traffic
+// before noisy ones take the rest, a weighted entry w times a service's
+// share; +Inf when everything fits.
+func waterLevel(rates map[string]float64, weight func(string) float64, budget float64) float64 {
+	if budget <= 0 {
+		return 0
+	}
+	type entry struct{ rate, w float64 }
+	sorted := make([]entry, 0, len(rates))
+	var weights float64
+	for key, r := range rates {
+		w := weight(key)
+		sorted = append(sorted, entry{r, w})
+		weights += w
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].rate/sorted[i].w < sorted[j].rate/sorted[j].w })
+	remaining := budget
+	for _, e := range sorted {
+		if e.rate/e.w*weights > remaining {
+			return remaining / weights
+		}
+		remaining -= e.rate
+		weights -= e.w
+	}
+	return math.Inf(1)
+}
+
+// Volumes is what one adjust interval saw, in budget units: every span
+// decided, late spans included, booked to the class and service of its trace.
+type Volumes struct {
+	baseline map[string]float64 // per service (and weighted sample rule), traces that were not priority
+	errors   float64
+	outliers float64
+	rules    []float64 // per keep rule and fixed-probability sample rule
+	kept     float64
+}
+
+// NewVolumes returns empty volumes for this many rules.
+func NewVolumes(rules int) Volumes {
+	return Volumes{baseline: make(map[string]float64), rules: make([]float64, rules)}
+}
+
+func (v *Volumes) empty() bool {
+	if len(v.baseline) > 0 || v.errors != 0 || v.outliers != 0 {
+		return false
+	}
+	for _, x := range v.rules {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *Volumes) addAll(o *Volumes) {
+	for svc, x := range o.baseline {
+		v.baseline[svc] += x
+	}
+	v.errors += o.errors
+	v.outliers += o.outliers
+	if len(v.rules) < len(o.rules) {
+		v.rules = append(v.rules, make([]float64, len(o.rules)-len(v.rules))...)
+	}
+	for i, x := range o.rules {
+		v.rules[i] += x
+	}
+	v.kept += o.kept
+}
+
+func (v *Volumes) total() float64 {
+	t := v.errors + v.outliers
+	for _, x := range v.baseline {
+		t += x
+	}
+	for _, x := range v.rules {
+		t += x
+	}
+	return t
+}
+
+// scale multiplies the offered volumes (not the kept one) by f.
+func (v *Volumes) scale(f float64) {
+	for svc := range v.baseline {
+		v.baseline[svc] *= f
+	}
+	v.errors *= f
+	v.outliers *= f
+	for i := range v.rules {
+		v.rules[i] *= f
+	}
+}
+
+// scaleAll multiplies every volume, the kept one too, by f.
+func (v *Volumes) scaleAll(f float64) {
+	if f == 1 {
+		return
+	}
+	v.scale(f)
+	v.kept *= f
+}
+
+// Book adds vol to the class (and service, or rule) a trace was decided in.
+func (v *Volumes) Book(d traceinfo.Decided, vol float64, kept bool, maxServices int) {
+	service := d.Service
+	switch d.Class {
+	case traceinfo.ReasonError:
+		v.errors += vol
+	case traceinfo.ReasonOutlier:
+		v.outliers += vol
+	case traceinfo.ReasonRule:
+		v.rules[d.Rule] += vol
+	default:
+		if _, ok := v.baseline[service]; !ok && len(v.baseline) >= maxServices && !isRuleKey(service) {
+			service = OtherServices
+		}
+		v.baseline[service] += vol
+	}
+	if kept {
+		v.kept += vol
+	}
+}
+
+// Sum adds up volumes of this many rules (the shards' of one interval).
+func Sum(rules int, all []Volumes) Volumes {
+	v := NewVolumes(rules)
+	for i := range all {
+		v.addAll(&all[i])
+	}
+	return v
+}
+
+// Baseline is the volume per baseline service (and weighted rule).
+func (v *Volumes) Baseline() map[string]float64 { return v.baseline }
+
+// Errors is the error traces' volume.
+func (v *Volumes) Errors() float64 { return v.errors }
+
+// Kept is the kept volume.
+func (v *Volumes) Kept() float64 { return v.kept }

@@ -1,0 +1,213 @@
+package policy
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
+)
+
+// settings are the defaults with a spans budget.
+func settings(spansPerSecond float64) Settings {
+	return Settings{
+		Budget: BudgetConfig{SpansPerSecond: spansPerSecond, Pricing: pricing.DefaultConfig(), Instances: 1,
+			MaxPriorityShare: 0.8},
+		AdjustInterval: 5 * time.Second,
+		Smoothing:      0.7, // the processor's defaults
+		MaxServices:    10_000,
+	}
+}
+
+func compile(t *testing.T, cfgs ...rules.Config) *rules.Set {
+	t.Helper()
+	rs, err := rules.Compile(cfgs, component.TelemetrySettings{Logger: zap.NewNop()})
+	require.NoError(t, err)
+	return rs
+}
+
+func noRules(t *testing.T) *rules.Set { return compile(t) }
+
+func unitWeight(string) float64 { return 1 }
+
+func TestBudgetUnits(t *testing.T) {
+	cfg := settings(0)
+	cfg.Budget.BytesPerSecond = 1000
+	u := NewUnit(cfg.Budget)
+	assert.Equal(t, 280.0, u.Volume(1, 280))
+	assert.Equal(t, 1000.0, u.perSecond)
+
+	cfg = settings(0)
+	cfg.Budget.MonthlyCost = 2628
+	one, zero := 1.0, 0.0
+	cfg.Budget.Pricing.PerMillionSpans = &one
+	cfg.Budget.Pricing.PerGiBIngested = &zero
+	cfg.Budget.Pricing.PerGiBMonthStored = &zero
+	require.Empty(t, cfg.Budget.Check())
+	u = NewUnit(cfg.Budget)
+	// 2,628 a month at 1 per million spans is 1,000 spans/s.
+	assert.InEpsilon(t, 1000, u.perSecond/u.Volume(1, 280), 1e-9)
+	assert.InEpsilon(t, 2628.0/pricing.Month.Seconds(), u.perSecond, 1e-9)
+}
+
+func TestWaterLevel(t *testing.T) {
+	rates := map[string]float64{"a": 1, "b": 10, "c": 100}
+	assert.True(t, math.IsInf(waterLevel(rates, unitWeight, 200), 1))
+	assert.InDelta(t, 89, waterLevel(rates, unitWeight, 100), 1e-9) // 1 + 10 + 89 = 100
+	assert.InDelta(t, 10, waterLevel(rates, unitWeight, 21), 1e-9)
+	assert.InDelta(t, 2.5, waterLevel(rates, unitWeight, 6), 1e-9) // 1 + 2.5 + 2.5 = 6
+	assert.Zero(t, waterLevel(rates, unitWeight, 0))
+}
+
+func TestCorrectionTakesOutASteadyOvershoot(t *testing.T) {
+	e := newEstimator(settings(1000), noRules(t))
+	vols := func(kept float64) Volumes {
+		v := NewVolumes(0)
+		v.baseline["a"] = 5000
+		v.kept = kept
+		return v
+	}
+	// The first policy samples (5,000 offered against 1,000): binding.
+	e.update(vols(1000), 1, 1000)
+	require.True(t, e.binding)
+	// Kept keeps coming in 10% over budget: the correction walks down, at
+	// most 2% an interval, and settles within its bounds.
+	prev := e.correction
+	for i := 0; i < 10; i++ {
+		e.update(vols(1100), 1, 1000)
+		assert.Less(t, e.correction, prev)
+		assert.GreaterOrEqual(t, e.correction, prev*0.98-1e-12)
+		prev = e.correction
+	}
+	for i := 0; i < 200; i++ {
+		e.update(vols(1100), 1, 1000)
+	}
+	assert.InDelta(t, 0.7, e.correction, 1e-9, "bounded below")
+	// Not binding (everything fits): the correction stays where it is.
+	small := NewVolumes(0)
+	small.baseline["a"] = 10
+	small.kept = 10
+	for i := 0; i < 20; i++ {
+		e.update(small, 1, 1000)
+	}
+	assert.False(t, e.binding)
+	c := e.correction
+	e.update(small, 1, 1000)
+	assert.Equal(t, c, e.correction)
+}
+
+// The egress ratio is what kept traces weigh as they leave over what their
+// decisions booked, smoothed and bounded, in budget units: 1 for spans.
+func TestEgressRatio(t *testing.T) {
+	// One span and its resource as buffered: merging could not shrink it.
+	td := ptrace.NewTraces()
+	td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("s")
+	var sizer ptrace.ProtoMarshaler
+	size := int64(sizer.TracesSize(td))
+
+	spansUnit := Unit{perSpan: 1, perSecond: 10}
+	spans := newEgressMeter(spansUnit)
+	spans.Add(td, 4*size)
+	assert.Equal(t, 1.0, spans.update(spansUnit, 0.5), "a spans budget has no bytes to correct")
+
+	u := Unit{perByte: 1, perSecond: 1000}
+	bytes := newEgressMeter(u)
+	bytes.Add(td, 2*size)
+	assert.InDelta(t, 0.75, bytes.update(u, 0.5), 1e-9, "half of the booking left, smoothed from 1")
+	assert.InDelta(t, 0.75, bytes.update(u, 0.5), 1e-9, "nothing left since: unchanged")
+	bytes.Add(td, 100*size)
+	assert.InDelta(t, 0.5*0.75+0.5*minEgressRatio, bytes.update(u, 0.5), 1e-9, "bounded below")
+	assert.InDelta(t, 0.5*0.75+0.5*minEgressRatio, bytes.Current(), 1e-9, "published for the metric")
+
+	mu := Unit{perSpan: float64(size), perByte: 1}
+	money := newEgressMeter(mu)
+	// Priced per span as much as its bytes that left: booked 1 + 2, left 1 + 1.
+	money.Add(td, 2*size)
+	assert.InDelta(t, 2.0/3, money.update(mu, 1), 1e-9, "only the bytes' part shrinks")
+}
+
+func TestKeepRuleMaxShare(t *testing.T) {
+	cfg := settings(1000)
+	rs := compile(t, rules.Config{Name: "debug", Action: "keep", MaxShare: 0.1,
+		Conditions: []string{`attributes["debug"] == "true"`}})
+	e := newEstimator(cfg, rs)
+	v := NewVolumes(1)
+	v.rules[0] = 400 * 5 // 400/s against a cap of 100/s
+	v.baseline["api"] = 5000 * 5
+	pol := e.update(v, 5, 1000)
+	assert.InDelta(t, 0.25, pol.keeps[0].P, 0.01, "sampled to stay within max_share")
+	assert.InDelta(t, 900.0/5000, pol.Baseline("api").P, 0.01, "the baseline has the rest")
+}
+
+func TestWeightedWaterLevel(t *testing.T) {
+	rates := map[string]float64{"a": 100, "b": 100, "c": 1}
+	weights := func(k string) float64 {
+		if k == "b" {
+			return 3
+		}
+		return 1
+	}
+	// c keeps its 1; a gets L, b 3L: 1 + L + 3L = 81 → L = 20.
+	assert.InDelta(t, 20, waterLevel(rates, weights, 81), 1e-9)
+}
+
+// Errors are decided before outliers and never below their service's baseline.
+func TestErrorsComeBeforeOutliers(t *testing.T) {
+	cfg := settings(1000)
+	cfg.Budget.MaxPriorityShare = 0.5
+	e := newEstimator(cfg, noRules(t))
+	v := NewVolumes(0)
+	v.errors, v.outliers = 100*5, 2000*5 // per 5 s interval
+	v.baseline["quiet"] = 10 * 5
+	v.baseline["noisy"] = 5000 * 5
+	pol := e.update(v, 5, 1000)
+	assert.Equal(t, 1.0, pol.errors.P, "errors fit the cap: all kept")
+	assert.InDelta(t, 0.2, pol.outliers.P, 0.01, "outliers take what errors leave of the cap")
+
+	v = NewVolumes(0)
+	v.errors = 4000 * 5
+	v.baseline["quiet"] = 10 * 5
+	pol = newEstimator(cfg, noRules(t)).update(v, 5, 1000)
+	assert.InDelta(t, 0.125, pol.errors.P, 0.01)
+	assert.GreaterOrEqual(t, pol.ErrorProbability("quiet").P, pol.Baseline("quiet").P,
+		"an error is never kept with a lower probability than its service's ordinary traffic")
+}
+
+// Services past max_services are sampled at the probability of _other, the
+// entry their volume is booked under.
+func TestServicesPastTheCapGetOthersProbability(t *testing.T) {
+	cfg := settings(100)
+	cfg.MaxServices = 2
+	e := newEstimator(cfg, noRules(t))
+	v := NewVolumes(0)
+	v.baseline["a"] = 500 * 5
+	v.baseline["b"] = 10 * 5
+	v.baseline["c"] = 1000 * 5 // a third service, seen by another shard
+	pol := e.update(v, 5, 100)
+	require.True(t, pol.full)
+	assert.Len(t, pol.services, 2, "capped at max_services, the smallest merged into _other")
+	other := pol.services[OtherServices]
+	assert.Equal(t, other, pol.Baseline("zzz"), "an unknown service gets _other's probability")
+	assert.Equal(t, OtherServices, pol.BookedService("zzz"))
+	assert.Less(t, other.P, 1.0)
+}
+
+// What a sample rule with a fixed probability keeps comes off the
+// baseline's share of the budget.
+func TestSampleRuleWithProbabilityIsInTheBudget(t *testing.T) {
+	rs := compile(t, rules.Config{Name: "batch", Action: "sample", Probability: 0.25,
+		Conditions: []string{`resource.attributes["service.name"] == "batch"`}})
+	e := newEstimator(settings(1000), rs)
+	v := NewVolumes(1)
+	v.rules[0] = 2000 * 5
+	v.baseline["api"] = 5000 * 5
+	pol := e.update(v, 5, 1000)
+	assert.InDelta(t, 500.0/5000, pol.Baseline("api").P, 0.01)
+}
