@@ -9,6 +9,8 @@ TELEMETRYGEN := $(TOOLS)/telemetrygen
 JAEGER       := $(TOOLS)/jaeger
 HELM_VERSION := v3.21.4
 BENCHSTAT    := $(TOOLS)/benchstat
+GOLANGCI     := $(TOOLS)/golangci-lint
+GOLANGCI_VERSION := v2.15.0
 # golang.org/x/perf has no tags; this is the newest pseudo-version served.
 PERF_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 BIN          := $(CURDIR)/bin/otelcol-cost
@@ -79,6 +81,9 @@ $(TELEMETRYGEN):
 $(BENCHSTAT):
 	GOBIN=$(TOOLS) $(GO) install golang.org/x/perf/cmd/benchstat@$(PERF_VERSION)
 
+$(GOLANGCI):
+	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+
 # Go-installed tools the tests use.
 tools: $(OCB) $(HELM) $(TELEMETRYGEN) $(JAEGER)
 
@@ -102,10 +107,13 @@ generate: $(OCB)
 check-generate: generate
 	@git diff --exit-code --stat -- dist || { echo "dist/ is stale: run 'make generate' and commit it"; exit 1; }
 
-lint:
+# gofmt, go vet, golangci-lint (.golangci.yml: contrib's usual linters, and
+# the sampler's import layers), and no copied code in the processors.
+lint: $(GOLANGCI)
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^dist/')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 	cd tools/imagebuild && $(GO) vet ./...
+	$(GOLANGCI) run ./...
 
 unit:
 	$(GO) test -count=1 ./internal/... ./processor/...
@@ -144,7 +152,7 @@ bench-go: $(BENCHSTAT)
 	$(GO) test -run '^$$' -bench SamplerScaling -benchtime 500x -count 6 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench IntakeDepth -benchtime 20000x -count 5 -cpu 1 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench OutlierGroups -benchtime 2000x -count 6 ./bench/ | tee -a bench.out
-	$(GO) test -run '^$$' -bench RuleMatching -count 6 ./processor/budgettailsamplingprocessor/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench RuleMatching -count 6 ./processor/budgettailsamplingprocessor/internal/rules/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Rules -benchtime 3000x -count 6 -cpu 1 ./bench/ | tee -a bench.out
 	$(BENCHSTAT) bench.out | tee bench.txt
 

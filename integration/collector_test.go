@@ -323,12 +323,3 @@ func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg strin
 func configPath(name string) string {
 	return filepath.Join(repoRoot(), "configs", name)
 }
-
-func containsAll(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
-}

@@ -66,7 +66,7 @@ func TestE2EDashboardPanelsHaveData(t *testing.T) {
 	lg := newLoadGen(t, tr.gateway, 200, 3)
 	lg.run(15 * time.Second)
 	queries := dashboardQueries(t)
-	missing := map[string]bool{}
+	var missing map[string]bool
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		missing = map[string]bool{}

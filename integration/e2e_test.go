@@ -52,12 +52,12 @@ func printE2ETable() {
 
 // outcome compares what the generator sent with what the sinks hold.
 type outcome struct {
-	sent, kept, lost, split int
-	duplicates              int // spans received more than once (not in kept)
-	splitIDs                []pcommon.TraceID
-	incomplete              []pcommon.TraceID
-	keptTraces              map[pcommon.TraceID]bool
-	got                     map[pcommon.TraceID]int // spans received per trace, all sinks
+	sent, kept, split int
+	duplicates        int // spans received more than once (not in kept)
+	splitIDs          []pcommon.TraceID
+	incomplete        []pcommon.TraceID
+	keptTraces        map[pcommon.TraceID]bool
+	got               map[pcommon.TraceID]int // spans received per trace, all sinks
 }
 
 func collectOutcome(lg *loadGen, sinks []*otlpSink) outcome {

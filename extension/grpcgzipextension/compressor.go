@@ -7,6 +7,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"google.golang.org/grpc/encoding"
+
 	// grpc-go's own registration must run first, for ours to replace it.
 	_ "google.golang.org/grpc/encoding/gzip"
 )

@@ -12,8 +12,6 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
 )
 
-func traceID(i byte) pcommon.TraceID { return pcommon.TraceID{15: i, 0: 1} }
-
 // Traces forced out while a request is served are forwarded after it: the
 // slot a forced trace leaves is taken by the request's next trace at once,
 // and what is forwarded must still be the forced trace's spans.

@@ -248,4 +248,3 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-

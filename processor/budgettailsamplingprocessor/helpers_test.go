@@ -20,7 +20,6 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
-	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
@@ -189,12 +188,6 @@ func storeBaselinePolicy(ts *testSampler, svc string, prob float64) {
 	pr := traceinfo.NewProbability(prob)
 	ts.p.adj.Pin(policy.Fixed(map[string]traceinfo.Probability{svc: pr}, pr))
 }
-
-func observeTrace(o *outliers.Groups, key string, dur time.Duration, id pcommon.TraceID, now time.Time) bool {
-	return o.Observe(key, dur, outliers.TieBreak(id), now)
-}
-
-func groupKeys(o *outliers.Groups) []string { return o.Keys() }
 
 // Test names for the vocabulary's values.
 const (

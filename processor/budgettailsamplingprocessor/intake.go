@@ -216,4 +216,3 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tra
 	sh.counters.countLate(traceinfo.NotSampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
 	sh.volumes.Book(d, z.vol, false, p.cfg.MaxServices)
 }
-

@@ -245,9 +245,13 @@ func (p *budgetTailSampler) shardOf(id pcommon.TraceID) *shard {
 }
 
 // instant is t on the buffer's clock.
-func (p *budgetTailSampler) instant(t time.Time) tracebuf.Instant { return tracebuf.Instant(t.Sub(p.epoch)) }
+func (p *budgetTailSampler) instant(t time.Time) tracebuf.Instant {
+	return tracebuf.Instant(t.Sub(p.epoch))
+}
 
-func (p *budgetTailSampler) timeAt(i tracebuf.Instant) time.Time { return p.epoch.Add(time.Duration(i)) }
+func (p *budgetTailSampler) timeAt(i tracebuf.Instant) time.Time {
+	return p.epoch.Add(time.Duration(i))
+}
 
 // since is how long before now the instant was.
 func (p *budgetTailSampler) since(now time.Time, i tracebuf.Instant) time.Duration {

@@ -343,7 +343,7 @@ func TestGroupWithoutRootIsTheTopMostSpans(t *testing.T) {
 		}
 	}
 	ts.advance(ts.p.cfg.DecisionWait)
-	keys := groupKeys(ts.p.groups)
+	keys := ts.p.groups.Keys()
 	assert.Equal(t, []string{"web\x1fGET /checkout"}, keys)
 }
 

@@ -76,7 +76,7 @@ func (h *harness) points(name string) map[string]float64 {
 	key := func(set attribute.Set) string {
 		k := ""
 		for _, kv := range set.ToSlice() {
-			k += string(kv.Key) + "=" + kv.Value.Emit() + ","
+			k += string(kv.Key) + "=" + kv.Value.String() + ","
 		}
 		return k
 	}

@@ -55,9 +55,9 @@ type Handoff struct {
 	now    func() time.Time
 	logger *zap.Logger
 	cfg    *Config
-	set  component.TelemetrySettings
-	self string // this sampler's ring endpoint
-	port string // where peers' handoff servers listen
+	set    component.TelemetrySettings
+	self   string // this sampler's ring endpoint
+	port   string // where peers' handoff servers listen
 
 	ring    atomic.Pointer[ring.Ring]
 	leaving atomic.Bool

@@ -42,4 +42,3 @@ func TestHandoffRecordsRoundTripAndRejectGarbage(t *testing.T) {
 		assert.False(t, ok)
 	}
 }
-

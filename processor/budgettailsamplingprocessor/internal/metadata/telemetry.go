@@ -1,10 +1,10 @@
 package metadata
 
 import (
-	"errors"
-
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/instruments"
 )
 
 // Instrument names, per OpenTelemetry's conventions: no type or unit suffix.
@@ -86,48 +86,33 @@ func (t *Telemetry) Observables() []metric.Observable {
 func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	m := set.MeterProvider.Meter(ScopeName)
 	t := &Telemetry{Meter: m}
-	var errs, err error
-	counter := func(name, desc, unit string) metric.Int64ObservableCounter {
-		c, e := m.Int64ObservableCounter(name, metric.WithDescription(desc), metric.WithUnit(unit))
-		errs = errors.Join(errs, e)
-		return c
-	}
-	t.Traces = counter(MetricTraces, "Traces decided, by decision (sampled, not_sampled) and reason (error, outlier, baseline, forced, span_limit, late_span, late_error).", "{trace}")
-	t.Spans = counter(MetricSpans, "Spans decided, by decision.", "{span}")
-	t.Bytes = counter(MetricBytes, "OTLP bytes decided, by decision.", "By")
-	t.DroppedTooEarly = counter(MetricDroppedTooEarly, "Traces released without a policy decision (only when shutdown runs out of time).", "{trace}")
-	t.LateSpans = counter(MetricLateSpans, "Spans that arrived after their trace was decided, by the decision they followed.", "{span}")
-	t.InvalidSpans = counter(MetricInvalidSpans, "Invalid spans, by cause (zero_trace_id: dropped; missing_service_name, end_before_start, unparseable_tracestate, inconsistent_threshold, tracestate_truncated: processed; duplicate: a fragment delivered again, dropped).", "{span}")
-	t.PriorityOverflow = counter(MetricPriorityOverflow, "Error and outlier traces not kept because priority traffic exceeded max_priority_share of the budget, by class (error, outlier).", "{trace}")
-	t.ForwardFailed = counter(MetricForwardFailed, "Spans of kept traces the next consumer refused.", "{span}")
-	t.RuleTraces = counter(MetricRuleTraces, "Traces decided by a rule, by rule and outcome (matched, kept, dropped).", "{trace}")
-	t.RuleErrors = counter(MetricRuleErrors, "Rule conditions that failed to evaluate on a span, by rule (the condition counts as not matched).", "{span}")
-	t.HandoffTraces = counter(MetricHandoffTraces, "Buffered traces handed over on a ring change or at shutdown, by direction (sent, received).", "{trace}")
-	t.HandoffSpans = counter(MetricHandoffSpans, "Spans handed over (buffered traces and proxied fragments), by direction (sent, received).", "{span}")
-	t.HandoffDecisions = counter(MetricHandoffDecisions, "Recent decisions sent to, or received from, a trace's new owner, by direction.", "{decision}")
-	t.HandoffProxied = counter(MetricHandoffProxied, "Spans of traces this sampler does not own that it passed on to their owner.", "{span}")
-	t.HandoffFailed = counter(MetricHandoffFailed, "Spans meant for a peer that stayed here, by cause (send: refused or timed out after retries; queue_full; peer_down: it failed a send in the last 2 s; malformed: received without readable handoff metadata). They are decided here, as without handoff.", "{span}")
-	t.RingChanges = counter(MetricRingChanges, "Changes of the sampler ring (the gateways' routing) this sampler saw.", "{change}")
-	t.RingMembers, err = m.Int64ObservableGauge(MetricRingMembers, metric.WithDescription("Samplers in the ring this sampler computes from peers_dns (with handoff only)."), metric.WithUnit("{instance}"))
-	errs = errors.Join(errs, err)
-	t.BufferedTraces, err = m.Int64ObservableGauge(MetricBufferedTraces, metric.WithDescription("Traces buffered awaiting a decision."), metric.WithUnit("{trace}"))
-	errs = errors.Join(errs, err)
-	t.BufferedSpans, err = m.Int64ObservableGauge(MetricBufferedSpans, metric.WithDescription("Spans buffered awaiting a decision."), metric.WithUnit("{span}"))
-	errs = errors.Join(errs, err)
-	t.BufferedBytes, err = m.Int64ObservableGauge(MetricBufferedBytes, metric.WithDescription("Bytes the buffer holds awaiting a decision (OTLP, S2-compressed with buffer_compression: s2)."), metric.WithUnit("By"))
-	errs = errors.Join(errs, err)
-	t.BudgetUtilization, err = m.Float64ObservableGauge(MetricBudgetUtilization, metric.WithDescription("Kept volume over this instance's share of the budget, over the last adjust interval."), metric.WithUnit("1"))
-	errs = errors.Join(errs, err)
-	t.EgressToBooked, err = m.Float64ObservableGauge(MetricEgressToBooked, metric.WithDescription("OTLP bytes of kept traces as they leave (merged per resource and scope) over what their decisions booked (fragments as buffered), smoothed; 1 with a spans budget. Bytes and money budgets are held on what leaves."), metric.WithUnit("1"))
-	errs = errors.Join(errs, err)
-	t.BaselineProb, err = m.Float64ObservableGauge(MetricBaselineProb, metric.WithDescription("Baseline sampling probability, volume-weighted over services."), metric.WithUnit("1"))
-	errs = errors.Join(errs, err)
-	t.Peers, err = m.Int64ObservableGauge(MetricPeers, metric.WithDescription("Sampler instances the budget is divided among."), metric.WithUnit("{instance}"))
-	errs = errors.Join(errs, err)
-	t.ServiceBaseline, err = m.Float64ObservableGauge(MetricServiceBaseline, metric.WithDescription("Baseline sampling probability of each service the policy tracks (at most max_services, the rest as _other), conditional on what arrives."), metric.WithUnit("1"))
-	errs = errors.Join(errs, err)
-	t.DecisionLatency, err = m.Float64Histogram(MetricDecisionLatency, metric.WithDescription("Time from a trace's first span to its decision."), metric.WithUnit("s"),
-		metric.WithExplicitBucketBoundaries(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60))
-	errs = errors.Join(errs, err)
-	return t, errs
+	b := instruments.New(m)
+	t.Traces = b.Int64ObservableCounter(MetricTraces, "Traces decided, by decision (sampled, not_sampled) and reason (error, outlier, baseline, forced, span_limit, late_span, late_error).", "{trace}")
+	t.Spans = b.Int64ObservableCounter(MetricSpans, "Spans decided, by decision.", "{span}")
+	t.Bytes = b.Int64ObservableCounter(MetricBytes, "OTLP bytes decided, by decision.", "By")
+	t.DroppedTooEarly = b.Int64ObservableCounter(MetricDroppedTooEarly, "Traces released without a policy decision (only when shutdown runs out of time).", "{trace}")
+	t.LateSpans = b.Int64ObservableCounter(MetricLateSpans, "Spans that arrived after their trace was decided, by the decision they followed.", "{span}")
+	t.InvalidSpans = b.Int64ObservableCounter(MetricInvalidSpans, "Invalid spans, by cause (zero_trace_id: dropped; missing_service_name, end_before_start, unparseable_tracestate, inconsistent_threshold, tracestate_truncated: processed; duplicate: a fragment delivered again, dropped).", "{span}")
+	t.PriorityOverflow = b.Int64ObservableCounter(MetricPriorityOverflow, "Error and outlier traces not kept because priority traffic exceeded max_priority_share of the budget, by class (error, outlier).", "{trace}")
+	t.ForwardFailed = b.Int64ObservableCounter(MetricForwardFailed, "Spans of kept traces the next consumer refused.", "{span}")
+	t.RuleTraces = b.Int64ObservableCounter(MetricRuleTraces, "Traces decided by a rule, by rule and outcome (matched, kept, dropped).", "{trace}")
+	t.RuleErrors = b.Int64ObservableCounter(MetricRuleErrors, "Rule conditions that failed to evaluate on a span, by rule (the condition counts as not matched).", "{span}")
+	t.HandoffTraces = b.Int64ObservableCounter(MetricHandoffTraces, "Buffered traces handed over on a ring change or at shutdown, by direction (sent, received).", "{trace}")
+	t.HandoffSpans = b.Int64ObservableCounter(MetricHandoffSpans, "Spans handed over (buffered traces and proxied fragments), by direction (sent, received).", "{span}")
+	t.HandoffDecisions = b.Int64ObservableCounter(MetricHandoffDecisions, "Recent decisions sent to, or received from, a trace's new owner, by direction.", "{decision}")
+	t.HandoffProxied = b.Int64ObservableCounter(MetricHandoffProxied, "Spans of traces this sampler does not own that it passed on to their owner.", "{span}")
+	t.HandoffFailed = b.Int64ObservableCounter(MetricHandoffFailed, "Spans meant for a peer that stayed here, by cause (send: refused or timed out after retries; queue_full; peer_down: it failed a send in the last 2 s; malformed: received without readable handoff metadata). They are decided here, as without handoff.", "{span}")
+	t.RingChanges = b.Int64ObservableCounter(MetricRingChanges, "Changes of the sampler ring (the gateways' routing) this sampler saw.", "{change}")
+	t.RingMembers = b.Int64ObservableGauge(MetricRingMembers, "Samplers in the ring this sampler computes from peers_dns (with handoff only).", "{instance}")
+	t.BufferedTraces = b.Int64ObservableGauge(MetricBufferedTraces, "Traces buffered awaiting a decision.", "{trace}")
+	t.BufferedSpans = b.Int64ObservableGauge(MetricBufferedSpans, "Spans buffered awaiting a decision.", "{span}")
+	t.BufferedBytes = b.Int64ObservableGauge(MetricBufferedBytes, "Bytes the buffer holds awaiting a decision (OTLP, S2-compressed with buffer_compression: s2).", "By")
+	t.BudgetUtilization = b.Float64ObservableGauge(MetricBudgetUtilization, "Kept volume over this instance's share of the budget, over the last adjust interval.", "1")
+	t.EgressToBooked = b.Float64ObservableGauge(MetricEgressToBooked, "OTLP bytes of kept traces as they leave (merged per resource and scope) over what their decisions booked (fragments as buffered), smoothed; 1 with a spans budget. Bytes and money budgets are held on what leaves.", "1")
+	t.BaselineProb = b.Float64ObservableGauge(MetricBaselineProb, "Baseline sampling probability, volume-weighted over services.", "1")
+	t.Peers = b.Int64ObservableGauge(MetricPeers, "Sampler instances the budget is divided among.", "{instance}")
+	t.ServiceBaseline = b.Float64ObservableGauge(MetricServiceBaseline, "Baseline sampling probability of each service the policy tracks (at most max_services, the rest as _other), conditional on what arrives.", "1")
+	t.DecisionLatency = b.Float64Histogram(MetricDecisionLatency, "Time from a trace's first span to its decision.", "s",
+		0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60)
+	return t, b.Err()
 }

@@ -61,7 +61,7 @@ func TestArenaFreeBlocksFollowTheSizesAskedFor(t *testing.T) {
 	for _, b := range burst {
 		a.release(b)
 	}
-	require.Equal(t, int64(4*BlockSize(large)), a.freeBytes, "the free list is full of large blocks")
+	require.Equal(t, 4*BlockSize(large), a.freeBytes, "the free list is full of large blocks")
 
 	// The buffer's steady state: each request's slab is let go once 50
 	// newer ones are held.
@@ -89,4 +89,3 @@ func TestArenaFreeBlocksFollowTheSizesAskedFor(t *testing.T) {
 	a.Close()
 	assert.Zero(t, a.freeBytes)
 }
-

@@ -37,4 +37,3 @@ func TestChunkCodecRoundTrips(t *testing.T) {
 	_, err = c.Load(nil)
 	assert.Error(t, err)
 }
-

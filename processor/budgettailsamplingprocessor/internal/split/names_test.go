@@ -34,4 +34,3 @@ func TestGroupKeyJoinsResourceAndSpanValuesOfAnyType(t *testing.T) {
 	rs.Resource().Attributes().Remove("service.name")
 	assert.Equal(t, traceinfo.Names{Service: UnknownService, Group: "\x1f/cart/{id}\x1f7\x1fGET"}, sp.traceNames(rs, span))
 }
-

@@ -378,7 +378,6 @@ func appendValue(b []byte, v pcommon.Value) []byte {
 	return append(b, v.AsString()...)
 }
 
-
 // mix64 is SplitMix64's finalizer: span IDs are random, but a sum of them
 // must not cancel out for IDs that differ in few bits.
 func mix64(x uint64) uint64 {

@@ -85,4 +85,3 @@ func TestDecisionRingAcrossPages(t *testing.T) {
 	})
 	assert.Equal(t, made-size-1, next, "every remembered decision visited")
 }
-

@@ -1,10 +1,10 @@
 package metadata
 
 import (
-	"errors"
-
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/instruments"
 )
 
 // Metric names, exactly as the collector's Prometheus endpoint shows them:
@@ -42,24 +42,15 @@ type Telemetry struct {
 func NewTelemetry(set component.TelemetrySettings, currency string) (*Telemetry, error) {
 	m := set.MeterProvider.Meter(ScopeName)
 	t := &Telemetry{Meter: m}
-	var errs, err error
-	t.Spans, err = m.Int64ObservableCounter(MetricSpans, metric.WithDescription("Spans metered, per stage and dimension set."), metric.WithUnit("{span}"))
-	errs = errors.Join(errs, err)
-	t.Bytes, err = m.Int64ObservableCounter(MetricBytes, metric.WithDescription("OTLP protobuf bytes metered, including each span's share of its resource and scope."), metric.WithUnit("By"))
-	errs = errors.Join(errs, err)
-	t.RepresentedSpans, err = m.Float64ObservableCounter(MetricRepresentedSpans, metric.WithDescription("Spans represented by the metered spans once sampling weights (OTEP 235 th, sampling.adjusted_count) are applied."), metric.WithUnit("{span}"))
-	errs = errors.Join(errs, err)
-	t.Cost, err = m.Float64ObservableCounter(MetricCost, metric.WithDescription("Money the metered spans cost downstream, in "+currency+"."), metric.WithUnit("{"+currency+"}"))
-	errs = errors.Join(errs, err)
-	t.ProjectedMonthlyCost, err = m.Float64ObservableGauge(MetricProjectedMonthlyCost, metric.WithDescription("Monthly spend projected from the rate over the projection window, in "+currency+"."), metric.WithUnit("{"+currency+"}"))
-	errs = errors.Join(errs, err)
-	t.BudgetUtilization, err = m.Float64ObservableGauge(MetricBudgetUtilization, metric.WithDescription("Projected monthly spend of a service, summed over its series on this instance, divided by its monthly budget (services with a budget). A tier of N instances each sees about 1/N: compare the tier's sum (the shipped recording rules do)."), metric.WithUnit("1"))
-	errs = errors.Join(errs, err)
-	t.MonthlyBudget, err = m.Float64ObservableGauge(MetricMonthlyBudget, metric.WithDescription("A service's configured monthly budget, in "+currency+" (services with a budget)."), metric.WithUnit("{"+currency+"}"))
-	errs = errors.Join(errs, err)
-	t.SeriesOverflow, err = m.Int64Counter(MetricSeriesOverflow, metric.WithDescription("Spans attributed to the _other series because max_series distinct dimension sets were already tracked."), metric.WithUnit("{span}"))
-	errs = errors.Join(errs, err)
-	t.InvalidTracestate, err = m.Int64Counter(MetricInvalidTracestate, metric.WithDescription("Spans whose tracestate could not be parsed; they are weighted 1."), metric.WithUnit("{span}"))
-	errs = errors.Join(errs, err)
-	return t, errs
+	b := instruments.New(m)
+	t.Spans = b.Int64ObservableCounter(MetricSpans, "Spans metered, per stage and dimension set.", "{span}")
+	t.Bytes = b.Int64ObservableCounter(MetricBytes, "OTLP protobuf bytes metered, including each span's share of its resource and scope.", "By")
+	t.RepresentedSpans = b.Float64ObservableCounter(MetricRepresentedSpans, "Spans represented by the metered spans once sampling weights (OTEP 235 th, sampling.adjusted_count) are applied.", "{span}")
+	t.Cost = b.Float64ObservableCounter(MetricCost, "Money the metered spans cost downstream, in "+currency+".", "{"+currency+"}")
+	t.ProjectedMonthlyCost = b.Float64ObservableGauge(MetricProjectedMonthlyCost, "Monthly spend projected from the rate over the projection window, in "+currency+".", "{"+currency+"}")
+	t.BudgetUtilization = b.Float64ObservableGauge(MetricBudgetUtilization, "Projected monthly spend of a service, summed over its series on this instance, divided by its monthly budget (services with a budget). A tier of N instances each sees about 1/N: compare the tier's sum (the shipped recording rules do).", "1")
+	t.MonthlyBudget = b.Float64ObservableGauge(MetricMonthlyBudget, "A service's configured monthly budget, in "+currency+" (services with a budget).", "{"+currency+"}")
+	t.SeriesOverflow = b.Int64Counter(MetricSeriesOverflow, "Spans attributed to the _other series because max_series distinct dimension sets were already tracked.", "{span}")
+	t.InvalidTracestate = b.Int64Counter(MetricInvalidTracestate, "Spans whose tracestate could not be parsed; they are weighted 1.", "{span}")
+	return t, b.Err()
 }
