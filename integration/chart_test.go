@@ -96,9 +96,13 @@ type rendered struct {
 	dashboard  *corev1.ConfigMap
 }
 
+// kubeVersion is the cluster version the chart is rendered for: helm
+// template assumes v1.20 otherwise, older than Chart.yaml's kubeVersion.
+const kubeVersion = "1.31.0"
+
 func renderChart(t *testing.T, args []string) rendered {
 	t.Helper()
-	out, err := helm(t, append([]string{"template", "cost", chartDir(), "--namespace", "observability"}, args...)...)
+	out, err := helm(t, append([]string{"template", "cost", chartDir(), "--namespace", "observability", "--kube-version", kubeVersion}, args...)...)
 	require.NoError(t, err, out)
 	r := rendered{kinds: map[string]int{}, configs: map[string]string{}, pdbs: map[string]bool{}}
 	for _, doc := range strings.Split(out, "\n---") {
@@ -312,11 +316,15 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"sampler.extraEnvs=oops", "/sampler/extraEnvs"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
-			out, err := helm(t, "template", "cost", chartDir(), "--set", "backend.endpoint=tempo:4317", "--set", tc.set)
+			out, err := helm(t, "template", "cost", chartDir(), "--kube-version", kubeVersion, "--set", "backend.endpoint=tempo:4317", "--set", tc.set)
 			require.Error(t, err)
 			assert.Contains(t, out, tc.want)
 		})
 	}
+	// The samplers' preStop is the kubelet's sleep action, from 1.30 on.
+	out, err := helm(t, "template", "cost", chartDir(), "--kube-version", "1.29.0", "--set", "backend.endpoint=tempo:4317")
+	require.Error(t, err, "a cluster older than 1.30 is refused")
+	assert.Contains(t, out, "kubeVersion")
 }
 
 // assertMemoryLimiterFirst checks every traces pipeline of a collector config.
