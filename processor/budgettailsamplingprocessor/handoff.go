@@ -120,7 +120,7 @@ func (p *budgetTailSampler) receive(ctx context.Context, td ptrace.Traces, from 
 	if from != "" {
 		h.CountReceived(records, td)
 	}
-	req, err := p.split(td)
+	req, err := p.splitRequest(td)
 	if err != nil {
 		h.CountMalformed(td.SpanCount())
 		return

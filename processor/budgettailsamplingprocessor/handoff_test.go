@@ -460,7 +460,7 @@ func TestDisagreeingViewsDoNotPassATraceForever(t *testing.T) {
 
 // fragmentOf splits a one-trace request as intake does.
 func fragmentOf(ts *testSampler, td ptrace.Traces) *split.Fragment {
-	req, err := ts.p.split(td)
+	req, err := ts.p.splitRequest(td)
 	if err != nil || len(req.Frags) != 1 {
 		panic(fmt.Sprint("not one fragment: ", err))
 	}

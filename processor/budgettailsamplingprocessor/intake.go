@@ -18,7 +18,7 @@ import (
 // ConsumeTraces splits the request into per-trace fragments and buffers
 // them; late spans of decided traces follow their decision at once.
 func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
-	req, err := p.split(td)
+	req, err := p.splitRequest(td)
 	if err != nil {
 		return err
 	}
@@ -46,10 +46,10 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 	return nil
 }
 
-// split splits td and counts its invalid spans and rule errors (rare: on
+// splitRequest splits td and counts its invalid spans and rule errors (rare: on
 // the first shard). A request pdata encoded in a layout the wire index
 // does not expect is a bug: refused whole (the client sees it) and logged.
-func (p *budgetTailSampler) split(td ptrace.Traces) (*split.Request, error) {
+func (p *budgetTailSampler) splitRequest(td ptrace.Traces) (*split.Request, error) {
 	req, err := p.splitter.Split(td)
 	if err != nil {
 		p.logger.Error("cannot index a request's encoding", zap.Int("spans", td.SpanCount()), zap.Error(err))

@@ -261,18 +261,19 @@ func (p *budgetTailSampler) since(now time.Time, i tracebuf.Instant) time.Durati
 // drain takes the shards' decided volumes, intake and fragment counts since
 // the last call (policy.Drain).
 func (p *budgetTailSampler) drain() (v policy.Volumes, intake float64, fragments int64) {
-	var all []policy.Volumes
+	v = policy.NewVolumes(p.rules.Len())
 	for _, sh := range p.shards {
 		sh.mu.Lock()
-		all = append(all, sh.volumes)
+		cur := sh.volumes
 		sh.volumes = policy.NewVolumes(p.rules.Len())
 		intake += sh.intake
 		sh.intake = 0
 		fragments += sh.fragments
 		sh.fragments = 0
 		sh.mu.Unlock()
+		v.Add(&cur)
 	}
-	return policy.Sum(p.rules.Len(), all), intake, fragments
+	return v, intake, fragments
 }
 
 // refreshPeers resolves peers_dns: the number of sampler instances the

@@ -416,7 +416,7 @@ func TestDecisionPassesAreAtMost100msApart(t *testing.T) {
 // expired while it feeds. A pass that gave its core up (runtime.Gosched)
 // every 64 decisions got 64 decisions per 10-ms time slice of the feeder
 // and fell ever further behind: the side-by-side benchmark kept no span in
-// its timed loop (docs/BENCHMARKS.md, twelfth pass).
+// its timed loop (docs/bench-results/history-to-2026-12-05.md, twelfth pass).
 func TestDecisionsKeepUpWithABusyFeederOnOneCore(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	cfg := testConfig()

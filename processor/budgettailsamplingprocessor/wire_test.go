@@ -111,7 +111,7 @@ func TestFragmentsAreEncodedAsTheirTracesCopiedOut(t *testing.T) {
 		before, err := m.MarshalTraces(td)
 		require.NoError(t, err)
 		want := perTraceCopies(td)
-		req, err := ts.p.split(td)
+		req, err := ts.p.splitRequest(td)
 		require.NoError(t, err)
 		require.Len(t, req.Frags, len(want), "seed %d", seed)
 		// Into one slab, as intake does: each fragment's encoding must still

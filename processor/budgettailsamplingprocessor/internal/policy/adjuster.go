@@ -182,7 +182,7 @@ func (a *Adjuster) primeTick(now time.Time) {
 	if !v.empty() && ps.decidedFrom.IsZero() {
 		ps.decidedFrom = ps.lastTick
 	}
-	ps.decided.addAll(&v)
+	ps.decided.Add(&v)
 	ps.lastTick = now
 	share := a.Share()
 	if !ps.decidedFrom.IsZero() && now.Sub(ps.decidedFrom) >= a.s.AdjustInterval {

@@ -417,7 +417,8 @@ func (v *Volumes) empty() bool {
 	return true
 }
 
-func (v *Volumes) addAll(o *Volumes) {
+// Add adds o's volumes to v's.
+func (v *Volumes) Add(o *Volumes) {
 	for svc, x := range o.baseline {
 		v.baseline[svc] += x
 	}
@@ -483,15 +484,6 @@ func (v *Volumes) Book(d traceinfo.Decided, vol float64, kept bool, maxServices 
 	if kept {
 		v.kept += vol
 	}
-}
-
-// Sum adds up volumes of this many rules (the shards' of one interval).
-func Sum(rules int, all []Volumes) Volumes {
-	v := NewVolumes(rules)
-	for i := range all {
-		v.addAll(&all[i])
-	}
-	return v
 }
 
 // Baseline is the volume per baseline service (and weighted rule).
