@@ -136,9 +136,6 @@ func (h *Handoff) UseRing(r *ring.Ring) { h.ring.Store(r) }
 // Window is how long recent decisions travel to a trace's new owner.
 func (h *Handoff) Window() time.Duration { return h.cfg.Window }
 
-// Leaving reports whether this sampler is leaving the ring (shutting down).
-func (h *Handoff) Leaving() bool { return h.leaving.Load() }
-
 // CountProxied counts spans of a fragment passed on to its owner.
 func (h *Handoff) CountProxied(spans int) { h.stats.proxiedSpans.Add(int64(spans)) }
 

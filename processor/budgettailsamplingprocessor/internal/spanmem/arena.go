@@ -165,13 +165,6 @@ func StrictForTests() {
 // (buffer_memory: mapped); without them slabs stay in the Go heap.
 const CanMap = canMap
 
-// Mappings is how many blocks the arena tried to map, for tests.
-func (a *Arena) Mappings() int64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.mappings
-}
-
 // Tests set poisonFreedBlocks: a chunk read after its block went back to
 // the arena then reads poisonByte instead of whatever the next slab wrote
 // there; it has the varint continuation bit, so a run of it decodes as
