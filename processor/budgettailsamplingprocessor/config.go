@@ -16,6 +16,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
@@ -70,7 +71,14 @@ type Config struct {
 	// Handoff keeps traces whole when the sampler tier's membership changes
 	// (see handoff.go).
 	Handoff HandoffConfig `mapstructure:"handoff"`
+	// StressRelief decides new traces at arrival while the sampler is
+	// overloaded, instead of buffering them (see relief.go).
+	StressRelief StressReliefConfig `mapstructure:"stress_relief"`
 }
+
+// StressReliefConfig is when and how new traces are decided at arrival
+// (internal/relief).
+type StressReliefConfig = relief.Config
 
 // HandoffConfig keeps traces whole when the sampler tier's membership
 // changes (internal/handoff).
@@ -152,6 +160,7 @@ func createDefaultConfig() *Config {
 		Smoothing:      0.7,
 		MaxServices:    10_000,
 		Handoff:        defaultHandoffConfig(),
+		StressRelief:   relief.DefaultConfig(),
 	}
 }
 
@@ -243,6 +252,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Budget.Check()...)
 	errs = append(errs, c.Handoff.Check(c.Budget.PeersDNS)...)
+	errs = append(errs, c.StressRelief.Check()...)
 	if _, err := rules.Compile(c.Rules, component.TelemetrySettings{Logger: zap.NewNop()}); err != nil {
 		errs = append(errs, err)
 	}

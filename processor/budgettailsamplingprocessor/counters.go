@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
@@ -20,6 +21,8 @@ type counters struct {
 	droppedTooEarly int64
 	overflow        [traceinfo.NumClasses]int64
 	rules           []ruleCounters // per rule
+	// relief counts the spans of new traces decided at arrival, by decision.
+	relief [2]int64
 }
 
 // ruleCounters are one rule's totals.
@@ -53,6 +56,8 @@ func (c *counters) add(o *counters) {
 		c.invalid[i] += o.invalid[i]
 	}
 	c.droppedTooEarly += o.droppedTooEarly
+	c.relief[0] += o.relief[0]
+	c.relief[1] += o.relief[1]
 	for i := range c.overflow {
 		c.overflow[i] += o.overflow[i]
 	}
@@ -126,8 +131,27 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 		o.ObserveFloat64(t.ServiceBaseline, pr.P, metric.WithAttributeSet(attribute.NewSet(attribute.String("service_name", svc))))
 	})
 	o.ObserveInt64(t.Peers, p.adj.Peers())
+	p.observeRelief(o, &c)
 	if p.handoff != nil {
 		p.handoff.Observe(t, o)
 	}
 	return nil
+}
+
+// observeRelief reports relief's state, levels and decisions.
+func (p *budgetTailSampler) observeRelief(o metric.Observer, c *counters) {
+	t, r := p.tel, p.relief
+	var active int64
+	if r.Active() {
+		active = 1
+	}
+	o.ObserveInt64(t.ReliefActive, active, metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", relief.ReasonNames[r.Reason()]))))
+	for s, v := range r.Levels() {
+		o.ObserveFloat64(t.ReliefLevel, v, metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", relief.SignalNames[s]))))
+	}
+	for d, n := range c.relief {
+		o.ObserveInt64(t.ReliefSpans, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("decision", traceinfo.DecisionNames[d]))))
+	}
+	o.ObserveInt64(t.ReliefActivations, r.Activations())
+	o.ObserveFloat64(t.ReliefProb, r.Probability().P)
 }

@@ -102,7 +102,10 @@ func (p *budgetTailSampler) expired(t *tracebuf.Trace, now time.Time) bool {
 // T_out = P2T(p · T2P(T_in)) (OTEP 235).
 func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, cause traceinfo.Reason, out *forward.Kept) {
 	sh.Remove(t)
-	defer p.tel.DecisionLatency.Record(context.Background(), p.since(now, t.Arrived).Seconds())
+	resident := p.since(now, t.Arrived)
+	sh.arrivals.Decided++
+	sh.arrivals.Resident += resident
+	defer p.tel.DecisionLatency.Record(context.Background(), resident.Seconds())
 	defer sh.Release(t)
 	ruleIdx := p.rules.First(&t.Summary)
 	var matched *rules.Rule

@@ -85,6 +85,16 @@ func (p *budgetTailSampler) passOn(sh *shard, t *tracebuf.Trace, expired bool) b
 	return true
 }
 
+// owns reports whether the ring gives the trace to this sampler (always
+// without handoff).
+func (p *budgetTailSampler) owns(id pcommon.TraceID) bool {
+	if p.handoff == nil {
+		return true
+	}
+	_, mine := p.handoff.OwnerOf(id)
+	return mine
+}
+
 // proxy sends a fragment of a trace this sampler does not own, and has not
 // decided, to its owner; false: it stays here.
 func (p *budgetTailSampler) proxy(sh *shard, f *split.Fragment, now time.Time) bool {

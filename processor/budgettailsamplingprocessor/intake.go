@@ -26,10 +26,21 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 	now := p.now()
 	var out forward.Kept
 	var encoded, scratch []byte
-	sl := p.newSlab(req)
+	// While relief is on, most fragments are decided at arrival and never
+	// buffered: no slab is cut for them.
+	relieving := p.relief.Active()
+	var sl *spanmem.Slab
+	if !relieving {
+		sl = p.newSlab(req)
+	}
 	for i := range req.Frags {
 		f := &req.Frags[i]
 		sh := p.shardOf(f.ID)
+		// With handoff, a trace another sampler owns goes there first: it
+		// may hold the trace buffered.
+		if relieving && p.owns(f.ID) && p.decideAtArrival(req, f, sh, now, &encoded, &out) {
+			continue
+		}
 		in := p.encode(req, f, sl, &encoded)
 		if p.handoff != nil && p.proxy(sh, f, now) {
 			continue
@@ -122,6 +133,12 @@ func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.C
 	priming := p.adj.Priming() && !a.handed
 	sh.fragments++
 	k, ok := sh.Lookup(f.ID)
+	if !a.handed {
+		p.countArrival(sh, f, p.unit.Volume(f.Spans, f.Bytes+f.StampBytes), !ok || !k.Decided())
+		if !ok {
+			sh.arrivals.NewTraces++
+		}
+	}
 	if ok && k.Decided() {
 		d := sh.DecisionOf(k)
 		if d.Seen(f.FP) {
@@ -202,6 +219,11 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tra
 	}
 	if f.HasError {
 		prob := p.adj.Policy().ErrorProbability(d.Service)
+		if p.relief.Active() {
+			// Relief keeps every error, in the budget (its threshold makes
+			// room for them).
+			prob = traceinfo.Always
+		}
 		th := traceinfo.Downstream(f.InThreshold(), prob.P)
 		if th.ShouldSample(f.Randomness(f.ID)) {
 			late := traceinfo.Decided{Th: th, Service: d.Service, Class: traceinfo.ReasonError, Rule: -1, At: d.At, Recent: d.Recent}

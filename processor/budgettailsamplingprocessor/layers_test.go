@@ -32,6 +32,7 @@ var layers = map[string][]string{
 	"internal/policy":    {"internal/traceinfo", "internal/rules", "/internal/pricing"},
 	"internal/forward":   {"internal/spanmem", "/internal/otlpwire", "/internal/otep235", "/internal/spanwalk"},
 	"internal/handoff":   {"internal/metadata", "internal/traceinfo", "/internal/ring"},
+	"internal/relief":    {"internal/traceinfo"},
 }
 
 // importsOf lists what dir's non-test files import of this module, relative

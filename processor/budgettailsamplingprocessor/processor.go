@@ -22,6 +22,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/names"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
@@ -56,6 +57,10 @@ type budgetTailSampler struct {
 	// handoff is nil unless handoff.enabled.
 	handoff *handoff.Handoff
 
+	relief *relief.Controller
+	// reliefMeasured is when relief last measured the arrivals.
+	reliefMeasured time.Time
+
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	stopOnce sync.Once
@@ -78,6 +83,8 @@ type shard struct {
 	// fragments counts what arrived since the last adjustment: an interval
 	// with fragments but no decision is not idle, only between bursts.
 	fragments int64
+	// arrivals is what arrived since relief last measured.
+	arrivals relief.Arrivals
 }
 
 // lookupIPs resolves a name for one address family ("ip4" or "ip6").
@@ -129,6 +136,8 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		}
 	}
 	p.adj.Start(p.now())
+	p.relief = relief.New(cfg.StressRelief, relief.Bounds{MaxTraces: int64(cfg.MaxTraces), MaxBytes: cfg.MaxBufferedBytes}, p.now())
+	p.reliefMeasured = p.now()
 	for d := range p.reasonAttrs {
 		for r := range p.reasonAttrs[d] {
 			p.reasonAttrs[d][r] = metric.WithAttributeSet(attribute.NewSet(
@@ -171,6 +180,11 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 	p.adj.Start(p.now())
 	p.goEvery(p.tickInterval(), func() { p.decideExpired(context.Background()) })
 	p.goEvery(p.adj.TickInterval(), func() { p.adj.Tick(p.now()) })
+	if p.relief.Enabled() {
+		p.reliefMeasured = p.now()
+		p.goEvery(reliefLevelInterval, p.updateRelief)
+		p.goEvery(reliefMeasureInterval, p.measureRelief)
+	}
 	if p.cfg.Budget.PeersDNS != "" {
 		p.refreshPeers()
 		p.goEvery(p.cfg.Budget.PeersRefreshInterval, p.refreshPeers)

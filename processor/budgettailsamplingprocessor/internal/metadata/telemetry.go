@@ -39,6 +39,11 @@ const (
 	MetricHandoffFailed     = prefix + "handoff_failed_spans"
 	MetricRingMembers       = prefix + "ring_members"
 	MetricRingChanges       = prefix + "ring_changes"
+	MetricReliefActive      = prefix + "stress_relief_active"
+	MetricReliefLevel       = prefix + "stress_relief_level"
+	MetricReliefSpans       = prefix + "stress_relief_spans"
+	MetricReliefActivations = prefix + "stress_relief_activations"
+	MetricReliefProbability = prefix + "stress_relief_probability"
 )
 
 // Telemetry holds the processor's instruments. Counters are observable: the
@@ -71,6 +76,11 @@ type Telemetry struct {
 	HandoffFailed     metric.Int64ObservableCounter
 	RingMembers       metric.Int64ObservableGauge
 	RingChanges       metric.Int64ObservableCounter
+	ReliefActive      metric.Int64ObservableGauge
+	ReliefLevel       metric.Float64ObservableGauge
+	ReliefSpans       metric.Int64ObservableCounter
+	ReliefActivations metric.Int64ObservableCounter
+	ReliefProb        metric.Float64ObservableGauge
 	DecisionLatency   metric.Float64Histogram
 }
 
@@ -79,7 +89,8 @@ func (t *Telemetry) Observables() []metric.Observable {
 	return []metric.Observable{t.Traces, t.Spans, t.Bytes, t.DroppedTooEarly, t.LateSpans, t.InvalidSpans,
 		t.BufferedTraces, t.BufferedBytes, t.BufferedSpans, t.BudgetUtilization, t.EgressToBooked, t.BaselineProb, t.Peers, t.PriorityOverflow, t.ForwardFailed,
 		t.RuleTraces, t.RuleErrors, t.ServiceBaseline,
-		t.HandoffTraces, t.HandoffSpans, t.HandoffDecisions, t.HandoffProxied, t.HandoffFailed, t.RingMembers, t.RingChanges}
+		t.HandoffTraces, t.HandoffSpans, t.HandoffDecisions, t.HandoffProxied, t.HandoffFailed, t.RingMembers, t.RingChanges,
+		t.ReliefActive, t.ReliefLevel, t.ReliefSpans, t.ReliefActivations, t.ReliefProb}
 }
 
 // NewTelemetry creates the instruments on the collector's meter provider.
@@ -112,6 +123,11 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.BaselineProb = b.Float64ObservableGauge(MetricBaselineProb, "Baseline sampling probability, volume-weighted over services.", "1")
 	t.Peers = b.Int64ObservableGauge(MetricPeers, "Sampler instances the budget is divided among.", "{instance}")
 	t.ServiceBaseline = b.Float64ObservableGauge(MetricServiceBaseline, "Baseline sampling probability of each service the policy tracks (at most max_services, the rest as _other), conditional on what arrives.", "1")
+	t.ReliefActive = b.Int64ObservableGauge(MetricReliefActive, "1 while stress relief decides new traces at arrival, with the reason (buffer_traces, buffer_bytes, arrival_rate, memory: the highest load level; always: mode always); 0 with reason none otherwise.", "1")
+	t.ReliefLevel = b.Float64ObservableGauge(MetricReliefLevel, "Load levels stress relief watches, as fractions of their bounds, by signal (buffer_traces, buffer_bytes, arrival_rate: the buffer the arrival rate would fill, memory: Go heap over memory_limit_mib).", "1")
+	t.ReliefSpans = b.Int64ObservableCounter(MetricReliefSpans, "Spans of new traces decided at arrival by stress relief, by decision (sampled, not_sampled); later spans of those traces are late_spans.", "{span}")
+	t.ReliefActivations = b.Int64ObservableCounter(MetricReliefActivations, "Times stress relief started.", "{activation}")
+	t.ReliefProb = b.Float64ObservableGauge(MetricReliefProbability, "Probability stress relief keeps a new trace's spans with (conditional on what arrived), from the budget share and the measured arrivals; errors are kept whatever it is.", "1")
 	t.DecisionLatency = b.Float64Histogram(MetricDecisionLatency, "Time from a trace's first span to its decision.", "s",
 		0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60)
 	return t, b.Err()

@@ -26,11 +26,13 @@ const (
 	ReasonLateSpan
 	ReasonLateError
 	ReasonRule // decided by a rule; which one is in the rule metrics
+	// ReasonRelief: decided at arrival by stress relief's threshold.
+	ReasonRelief
 	NumReasons
 )
 
 // ReasonNames are the reason metric attribute's values.
-var ReasonNames = [...]string{"error", "outlier", "baseline", "forced", "span_limit", "late_span", "late_error", "rule"}
+var ReasonNames = [...]string{"error", "outlier", "baseline", "forced", "span_limit", "late_span", "late_error", "rule", "stress_relief"}
 
 // Priority classes, for the overflow counter.
 const (

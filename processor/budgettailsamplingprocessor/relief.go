@@ -1,0 +1,163 @@
+package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
+)
+
+// Stress relief (internal/relief) decides a new trace's spans as they
+// arrive: kept when the trace's randomness passes relief's threshold, so
+// every fragment of the trace, on any sampler, gets the same answer; kept
+// whatever the threshold when they carry an error. The decision is
+// remembered like a tail decision, so the trace's later fragments follow
+// it (and a later error flips it to kept) after relief has ended too.
+// Fragments of traces already buffered join them and are decided whole by
+// the tail, so the tail never keeps half a trace.
+
+// decideAtArrival decides f at arrival if its trace is new to the shard;
+// it reports false, doing nothing, when the trace is buffered or decided
+// (the caller's path handles those). scratch is reused for the encoding of
+// a kept fragment, which out copies.
+func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragment, sh *shard, now time.Time, scratch *[]byte, out *forward.Kept) bool {
+	pol := p.adj.Policy()
+	pr := p.relief.Probability()
+	d := traceinfo.Decided{Service: pol.BookedService(f.Service), Class: traceinfo.ReasonBaseline, Rule: -1,
+		At: now.UnixNano(), Recent: [2]uint64{f.FP}}
+	reason := traceinfo.ReasonRelief
+	dropped := false
+	// Rules match spans, so a fragment's matches are known now; one that
+	// matches only a later fragment of the trace is too late for it.
+	if i := p.rules.First(&f.Summary); i >= 0 {
+		r := p.rules.Rule(i)
+		d.Rule, reason = int16(i), traceinfo.ReasonRule
+		switch {
+		case r.Action == rules.ActionDrop:
+			d.Class, dropped = traceinfo.ReasonRule, true
+		case f.HasError:
+			d.Rule, d.Class, reason, pr = -1, traceinfo.ReasonError, traceinfo.ReasonError, traceinfo.Always
+		case r.Action == rules.ActionKeep:
+			d.Class, pr = traceinfo.ReasonRule, traceinfo.Higher(pol.Keep(i), pr)
+		case r.Weighted:
+			// Booked as its own baseline entry, at relief's threshold.
+			d.Service = r.Key
+		default:
+			d.Class, pr = traceinfo.ReasonRule, r.Prob
+		}
+	} else if f.HasError {
+		d.Class, reason, pr = traceinfo.ReasonError, traceinfo.ReasonError, traceinfo.Always
+	}
+	th := traceinfo.Downstream(f.InThreshold(), pr.P)
+	keep := !dropped && th.ShouldSample(f.Randomness(f.ID))
+	if keep {
+		// Outside the lock; wasted only if the trace turns out known.
+		*scratch = req.AppendEncoding((*scratch)[:0], f)
+	}
+	vol := p.unit.Volume(f.Spans, f.Bytes+f.StampBytes)
+
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, known := sh.Lookup(f.ID); known {
+		return false
+	}
+	sh.fragments++
+	p.countArrival(sh, f, vol, true)
+	sh.arrivals.NewTraces++
+	if p.adj.Priming() {
+		sh.intake += vol
+	}
+	dec := traceinfo.NotSampled
+	if keep {
+		dec = traceinfo.Sampled
+		d.Th = th
+		out.AddLate(*scratch, th, f.Bytes+f.StampBytes)
+	}
+	sh.Record(f.ID, dec, d, tracebuf.Known{}, false)
+	if !dropped {
+		// Booked like a tail decision, so the policy keeps learning the
+		// traffic; a drop rule's traces stay outside the budget.
+		sh.volumes.Book(d, vol, keep, p.cfg.MaxServices)
+	}
+	if d.Rule >= 0 {
+		rc := &sh.counters.rules[d.Rule]
+		rc.matched++
+		if keep {
+			rc.kept++
+		} else {
+			rc.dropped++
+		}
+	}
+	sh.counters.count(dec, reason, f.Spans, f.Bytes)
+	sh.counters.relief[dec] += int64(f.Spans)
+	return true
+}
+
+// countArrival measures what arrives, for relief's threshold and arrival
+// level; buffered: the fragment starts or joins a buffered trace (or would
+// have, but for relief). Called with sh.mu held.
+func (p *budgetTailSampler) countArrival(sh *shard, f *split.Fragment, vol float64, buffered bool) {
+	a := &sh.arrivals
+	a.Volume += vol
+	if f.HasError {
+		a.ErrorVolume += vol
+	}
+	if buffered {
+		a.NewBytes += f.Bytes
+	}
+}
+
+// reliefLevelInterval is how often relief reads the load levels: a
+// fraction of memory_limiter's check interval (1 s in the shipped configs),
+// so that relief starts first.
+const reliefLevelInterval = 100 * time.Millisecond
+
+// reliefMeasureInterval is how often relief measures the arrivals.
+const reliefMeasureInterval = time.Second
+
+// updateRelief reads the buffer's fill and switches relief on or off.
+func (p *budgetTailSampler) updateRelief() {
+	traces := float64(p.totals.Traces()) / float64(p.cfg.MaxTraces)
+	bytes := float64(p.totals.Bytes()) / float64(p.cfg.MaxBufferedBytes)
+	if !p.relief.Update(p.now(), traces, bytes) {
+		return
+	}
+	lv := p.relief.Levels()
+	fields := []zap.Field{zap.Float64("buffer_traces", lv[relief.SignalBufferTraces]), zap.Float64("buffer_bytes", lv[relief.SignalBufferBytes]),
+		zap.Float64("arrival_rate", lv[relief.SignalArrivalRate]), zap.Float64("memory", lv[relief.SignalMemory])}
+	if p.relief.Active() {
+		p.logger.Warn("stress relief on: new traces are decided at arrival", append(fields,
+			zap.String("reason", relief.ReasonNames[p.relief.Reason()]), zap.Float64("probability", p.relief.Probability().P))...)
+	} else {
+		p.logger.Info("stress relief off: traces are buffered and decided whole again", fields...)
+	}
+}
+
+// measureRelief hands relief the arrivals since the last call, and this
+// instance's budget share in what the decisions book (egress is smaller:
+// fragments leave merged).
+func (p *budgetTailSampler) measureRelief() {
+	now := p.now()
+	secs := now.Sub(p.reliefMeasured).Seconds()
+	p.reliefMeasured = now
+	var a relief.Arrivals
+	for _, sh := range p.shards {
+		sh.mu.Lock()
+		s := sh.arrivals
+		sh.arrivals = relief.Arrivals{}
+		sh.mu.Unlock()
+		a.Volume += s.Volume
+		a.ErrorVolume += s.ErrorVolume
+		a.NewTraces += s.NewTraces
+		a.NewBytes += s.NewBytes
+		a.Decided += s.Decided
+		a.Resident += s.Resident
+	}
+	p.relief.Measure(a, secs, p.adj.Share()/p.adj.Egress().Current())
+}
