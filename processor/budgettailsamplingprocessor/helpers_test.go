@@ -61,6 +61,7 @@ func newTestSampler(t testing.TB, cfg *Config) *testSampler {
 	require.NoError(t, err)
 	p.now = func() time.Time { return ts.now }
 	p.adj.Start(ts.now)
+	p.reliefMeasured = ts.now
 	ts.p = p
 	t.Cleanup(func() {
 		_ = ts.tel.Shutdown(context.Background())

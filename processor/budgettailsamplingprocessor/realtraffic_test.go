@@ -33,6 +33,9 @@ type fleetRun struct {
 	// bytesAt[s] their OTLP bytes as they left.
 	keptAt, bytesAt []int
 	counted         int // the sink's requests sized so far
+	// sent counts the spans sent; onSend, when set, sees every request.
+	sent   int
+	onSend func(ptrace.Traces)
 }
 
 func newFleetRun(ts *testSampler, opt workload.FleetOptions, tracesPerSecond int) *fleetRun {
@@ -60,10 +63,16 @@ func (r *fleetRun) run(seconds int) {
 				r.traces = append(r.traces, r.fleet.Start(r.ts.now))
 			}
 			for _, req := range r.fleet.Exports(r.ts.now) {
-				r.ts.send(req.Traces)
+				r.send(req.Traces)
 			}
 			r.ts.advance(100 * time.Millisecond)
 			r.steps++
+			if r.ts.p.relief.Enabled() {
+				r.ts.p.updateRelief()
+				if r.steps%10 == 0 {
+					r.ts.p.measureRelief()
+				}
+			}
 			if r.steps%10 == 0 || r.steps%adjustSteps == 0 {
 				r.ts.p.adj.Tick(r.ts.now)
 			}
@@ -71,6 +80,14 @@ func (r *fleetRun) run(seconds int) {
 		r.keptAt = append(r.keptAt, r.ts.sink.SpanCount()-before)
 		r.bytesAt = append(r.bytesAt, r.leftBytes())
 	}
+}
+
+func (r *fleetRun) send(td ptrace.Traces) {
+	r.sent += td.SpanCount()
+	if r.onSend != nil {
+		r.onSend(td)
+	}
+	r.ts.send(td)
 }
 
 // leftBytes sizes what reached the sink since the last call.
@@ -91,7 +108,7 @@ func (r *fleetRun) finish() {
 	r.perStep = 0
 	r.run(15)
 	for _, req := range r.fleet.Drain() {
-		r.ts.send(req.Traces)
+		r.send(req.Traces)
 	}
 	require.NoError(r.ts.t, r.ts.p.Shutdown(context.Background()))
 }

@@ -111,10 +111,11 @@ func New(cfg Config, b Bounds, now time.Time) *Controller {
 			b.MemoryLimit = uint64(l)
 		}
 	}
-	c := &Controller{cfg: cfg, bounds: b, heap: newHeapReader(), changed: now}
+	c := &Controller{cfg: cfg, bounds: b, heap: newHeapReader()}
 	c.prob.Store(&traceinfo.Always)
 	c.reason.Store(ReasonNone)
 	if cfg.Mode == ModeAlways {
+		c.changed = now
 		c.active.Store(true)
 		c.reason.Store(ReasonAlways)
 		c.activations.Add(1)
@@ -229,7 +230,12 @@ func (c *Controller) Update(now time.Time, bufferedTraces, bufferedBytes float64
 		}
 	}
 	highest := levels[top] * 100
+	// The minimum times count from the last switch; before one there is
+	// none to wait for.
 	since := now.Sub(c.changed)
+	if c.changed.IsZero() {
+		since = time.Duration(math.MaxInt64)
+	}
 	switch active := c.active.Load(); {
 	case !active && highest >= c.cfg.ActivationLevel && since >= c.cfg.MinimumDeactivationDuration:
 		c.reason.Store(int32(top))
