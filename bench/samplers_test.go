@@ -56,7 +56,7 @@ func newSampler(b *testing.B, kind string, next consumer.Traces) processor.Trace
 				map[string]any{"name": "baseline", "type": "probabilistic", "probabilistic": map[string]any{"sampling_percentage": 1}},
 			},
 		}
-	case "ours", "ours_s2", "ours_mapped":
+	case "ours", "ours_s2", "ours_mapped", "ours_relief":
 		f = budgettailsamplingprocessor.NewFactory()
 		raw = oursConfig(15000, kind)
 	default:
@@ -67,16 +67,20 @@ func newSampler(b *testing.B, kind string, next consumer.Traces) processor.Trace
 
 // oursConfig is our sampler with the semantics newSampler compares, and a
 // budget in spans/s; kind ours_s2 holds its buffer S2-compressed,
-// ours_mapped holds it outside the Go heap (configs/tail.yaml's setting).
+// ours_mapped holds it outside the Go heap (configs/tail.yaml's setting),
+// ours_relief decides every new trace at arrival (stress_relief: always).
 func oursConfig(spansPerSecond float64, kind string) map[string]any {
-	compression, memory := "none", "heap"
+	compression, memory, relief := "none", "heap", "never"
 	switch kind {
 	case "ours_s2":
 		compression = "s2"
 	case "ours_mapped":
 		memory = "mapped"
+	case "ours_relief":
+		relief = "always"
 	}
 	return map[string]any{
+		"stress_relief":            map[string]any{"mode": relief},
 		"buffer_compression":       compression,
 		"buffer_memory":            memory,
 		"decision_wait":            decisionWait.String(),
@@ -229,7 +233,7 @@ func comparedProcessor(b *testing.B, kind, key string, sink *countingSink, warm 
 		proc = createSampler(b, spancostprocessor.NewFactory(), map[string]any{}, sink)
 	case "contrib":
 		proc = newSampler(b, kind, sink)
-	case "ours", "ours_s2", "ours_mapped":
+	case "ours", "ours_s2", "ours_mapped", "ours_relief":
 		proc, budget = oursAtContribVolume(b, kind, key, sink, warm)
 		return proc, budget, func() { _ = proc.Shutdown(context.Background()) }
 	default:
@@ -311,7 +315,7 @@ const defaultContribShare = 0.03
 //     go test -run '^$' -bench TailSamplers -benchtime 4000x -count 5 -cpu 1,2 ./bench/
 func BenchmarkTailSamplers(b *testing.B) {
 	for _, wl := range workloads {
-		for _, kind := range []string{"none", "contrib", "ours", "ours_s2", "ours_mapped"} {
+		for _, kind := range []string{"none", "contrib", "ours", "ours_s2", "ours_mapped", "ours_relief"} {
 			b.Run(fmt.Sprintf("%s/%s", wl.name, kind), func(b *testing.B) {
 				key := fmt.Sprint(wl.name, "/", runtime.GOMAXPROCS(0))
 				src := newSource(wl)

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 )
 
@@ -193,6 +194,14 @@ type loadGen struct {
 	// partGap, when set, spreads a trace's parts by up to this much each
 	// (SDKs exporting every few seconds); else 100–750 ms.
 	partGap time.Duration
+	// noRetry drops a refused request, as a sender past its retry window
+	// does: its spans count as lost, its error spans as errors lost.
+	noRetry bool
+	lost    int
+	// errorsLost counts the error spans of the requests given up on.
+	errorsLost int
+	// errorSpans are the error spans the gateway accepted.
+	errorSpans map[pcommon.SpanID]bool
 }
 
 type scheduled struct {
@@ -204,7 +213,8 @@ type scheduled struct {
 var spanCounts = []int{1, 2, 4, 4, 6, 8, 10, 15, 20, 50}
 
 func newLoadGen(t *testing.T, target *collector, rate int, seed uint64) *loadGen {
-	lg := &loadGen{t: t, target: target, rate: rate, traces: map[pcommon.TraceID]*sentTrace{}, rnd: rand.New(rand.NewPCG(seed, 7))}
+	lg := &loadGen{t: t, target: target, rate: rate, traces: map[pcommon.TraceID]*sentTrace{}, rnd: rand.New(rand.NewPCG(seed, 7)),
+		errorSpans: map[pcommon.SpanID]bool{}}
 	for i, n := range spanCounts {
 		lg.gens = append(lg.gens, workload.NewGenerator(workload.Options{
 			Services: 8, SpansPerTrace: n, ErrorEvery: 50, SlowEvery: 70, Seed: seed*100 + uint64(i),
@@ -298,14 +308,32 @@ func (lg *loadGen) sendDue(now time.Time) {
 		lg.mu.Lock()
 		lg.refused++
 		lg.mu.Unlock()
+		if lg.noRetry {
+			break
+		}
 		time.Sleep(time.Duration(50*(attempt+1)) * time.Millisecond)
 	}
 	if err != nil {
-		lg.t.Logf("request of %d spans not accepted: %v", req.SpanCount(), err)
+		lg.mu.Lock()
+		lg.lost += req.SpanCount()
+		spanwalk.Traces(req, func(_ ptrace.ResourceSpans, s ptrace.Span) {
+			if s.Status().Code() == ptrace.StatusCodeError {
+				lg.errorsLost++
+			}
+		})
+		lg.mu.Unlock()
+		if !lg.noRetry {
+			lg.t.Logf("request of %d spans not accepted: %v", req.SpanCount(), err)
+		}
 		return
 	}
 	at := time.Now()
 	lg.mu.Lock()
+	spanwalk.Traces(req, func(_ ptrace.ResourceSpans, s ptrace.Span) {
+		if s.Status().Code() == ptrace.StatusCodeError {
+			lg.errorSpans[s.SpanID()] = true
+		}
+	})
 	for i, id := range ids {
 		st := lg.traces[id]
 		st.accepted += counts[i]

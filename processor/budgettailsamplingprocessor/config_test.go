@@ -49,6 +49,8 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, "zstd", string(full.Handoff.Client.Compression))
 	assert.Equal(t, 10*time.Second, full.Handoff.Window)
 	assert.Equal(t, 3*time.Second, full.Handoff.RetryOnFailure.MaxElapsedTime)
+	assert.Equal(t, StressReliefConfig{Mode: "always", ActivationLevel: 85, DeactivationLevel: 60,
+		MinimumActivationDuration: 30 * time.Second, MinimumDeactivationDuration: 5 * time.Second, MemoryLimitMiB: 1536}, full.StressRelief)
 
 	err := confmap.Validate(loadConfig(t, "bad_rule"))
 	require.Error(t, err)
@@ -124,4 +126,17 @@ func TestValidateNamesTheField(t *testing.T) {
 			assert.Contains(t, err.Error(), field)
 		})
 	}
+}
+
+func TestStressReliefConfigErrorsNameTheField(t *testing.T) {
+	err := confmap.Validate(loadConfig(t, "bad_stress_relief"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `stress_relief.mode: must be "never", "monitor" or "always", got "sometimes"`)
+	assert.Contains(t, err.Error(), "stress_relief.deactivation_level: must be below activation_level (70), got 80")
+	cfg := testConfig()
+	cfg.StressRelief.ActivationLevel = 150
+	err = confmap.Validate(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "stress_relief.activation_level: must be a percentage in (0, 100], got 150")
+	assert.Equal(t, "monitor", createDefaultConfig().StressRelief.Mode, "on by default")
 }

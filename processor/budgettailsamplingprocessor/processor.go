@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -60,6 +61,9 @@ type budgetTailSampler struct {
 	relief *relief.Controller
 	// reliefMeasured is when relief last measured the arrivals.
 	reliefMeasured time.Time
+	// goMemLimit is the Go memory limit before relief lowered it (0: it
+	// did not), restored at shutdown.
+	goMemLimit int64
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -181,6 +185,11 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 	p.goEvery(p.tickInterval(), func() { p.decideExpired(context.Background()) })
 	p.goEvery(p.adj.TickInterval(), func() { p.adj.Tick(p.now()) })
 	if p.relief.Enabled() {
+		if prev, changed := p.relief.SetGoMemoryLimit(); changed {
+			p.goMemLimit = prev
+			p.logger.Info("Go memory limit lowered to stress_relief.memory_limit_mib, so that garbage is collected before memory_limiter's soft limit",
+				zap.Uint64("memory_limit_mib", p.cfg.StressRelief.MemoryLimitMiB), zap.Int64("previous_bytes", prev))
+		}
 		p.reliefMeasured = p.now()
 		p.goEvery(reliefLevelInterval, p.updateRelief)
 		p.goEvery(reliefMeasureInterval, p.measureRelief)
@@ -247,6 +256,9 @@ func (p *budgetTailSampler) Shutdown(ctx context.Context) error {
 		p.fwd.Forward(ctx, &out)
 	}
 	p.totals.Arena().Close()
+	if p.goMemLimit > 0 {
+		debug.SetMemoryLimit(p.goMemLimit)
+	}
 	if p.reg != nil {
 		return p.reg.Unregister()
 	}

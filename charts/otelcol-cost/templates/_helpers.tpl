@@ -54,6 +54,14 @@ GOMEMLIMIT from a memory limit ("2Gi", "1536Mi", "2G", "1500M"): the given
 percentage of it, in MiB. Fails clearly on a unit it cannot read.
 */}}
 {{- define "otelcol-cost.goMemLimit" -}}
+{{- printf "%sMiB" (include "otelcol-cost.softLimitMiB" .) -}}
+{{- end -}}
+
+{{/*
+The given percentage of a memory limit ("2Gi", "1536Mi", "2G", "1500M"),
+as a number of MiB. Fails clearly on a unit it cannot read.
+*/}}
+{{- define "otelcol-cost.softLimitMiB" -}}
 {{- $limit := .limit | toString -}}
 {{- $mib := 0 -}}
 {{- if hasSuffix "Gi" $limit -}}{{- $mib = mul (trimSuffix "Gi" $limit | int) 1024 -}}
@@ -62,7 +70,7 @@ percentage of it, in MiB. Fails clearly on a unit it cannot read.
 {{- else if hasSuffix "M" $limit -}}{{- $mib = div (mul (trimSuffix "M" $limit | int) 1000000) 1048576 -}}
 {{- else -}}{{- fail (printf "resources.limits.memory %q: use Gi, Mi, G or M" $limit) -}}
 {{- end -}}
-{{- printf "%dMiB" (div (mul $mib .percentage) 100) -}}
+{{- div (mul $mib .percentage) 100 -}}
 {{- end -}}
 
 {{/* The pricing block, for span_cost and the sampler's budget. */}}

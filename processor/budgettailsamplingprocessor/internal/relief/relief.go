@@ -255,12 +255,15 @@ func (c *Controller) Update(now time.Time, bufferedTraces, bufferedBytes float64
 	return false
 }
 
-// heapReader reads the bytes of live and unswept heap objects: what
-// memory_limiter measures (MemStats.Alloc), without stopping the world.
+// heapReader reads the live heap as the last garbage collection marked
+// it, without stopping the world. Not the heap allocated (memory_limiter's
+// MemStats.Alloc), which also counts garbage not yet collected: relief can
+// only bring down what the buffer holds alive, and the Go memory limit
+// (SetGoMemoryLimit) keeps the garbage under memory_limiter's soft limit.
 type heapReader struct{ sample []metrics.Sample }
 
 func newHeapReader() heapReader {
-	return heapReader{sample: []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}}
+	return heapReader{sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 }
 
 func (h heapReader) read() uint64 {
@@ -269,4 +272,22 @@ func (h heapReader) read() uint64 {
 		return 0
 	}
 	return h.sample[0].Value.Uint64()
+}
+
+// SetGoMemoryLimit lowers the Go runtime's memory limit (GOMEMLIMIT) to the
+// memory level's bound when it is higher, so that the garbage collector
+// collects before the heap allocated reaches memory_limiter's soft limit:
+// memory_limiter counts garbage, which relief cannot shed. It returns the
+// limit before, to restore, and whether it changed it.
+func (c *Controller) SetGoMemoryLimit() (previous int64, changed bool) {
+	previous = debug.SetMemoryLimit(-1)
+	if c.cfg.MemoryLimitMiB == 0 || c.cfg.Mode == ModeNever {
+		return previous, false
+	}
+	want := int64(c.cfg.MemoryLimitMiB << 20)
+	if want >= previous {
+		return previous, false
+	}
+	debug.SetMemoryLimit(want)
+	return previous, true
 }

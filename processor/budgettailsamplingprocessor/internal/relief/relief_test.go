@@ -3,6 +3,7 @@ package relief
 import (
 	"math"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,7 @@ func TestStressReliefMemoryLevel(t *testing.T) {
 	cfg := monitor()
 	cfg.MemoryLimitMiB = 1
 	held := make([]byte, 4<<20) // 4 MiB live: past the 1 MiB limit
+	runtime.GC()                // the live heap is what the last GC marked
 	c := New(cfg, Bounds{MaxTraces: 100, MaxBytes: 100}, t0)
 	require.Equal(t, uint64(1<<20), c.MemoryLimit())
 	assert.True(t, c.Update(t0.Add(time.Minute), 0, 0))
@@ -178,4 +180,23 @@ func TestStressReliefConfigErrorsNameTheField(t *testing.T) {
 	}
 	c := DefaultConfig()
 	assert.Empty(t, c.Check())
+}
+
+func TestStressReliefLowersTheGoMemoryLimit(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(before)
+	debug.SetMemoryLimit(1 << 40)
+	cfg := monitor()
+	cfg.MemoryLimitMiB = 1 << 19 // 512 GiB: below the 1 TiB set above
+	prev, changed := New(cfg, Bounds{}, t0).SetGoMemoryLimit()
+	assert.True(t, changed)
+	assert.Equal(t, int64(1<<40), prev)
+	assert.Equal(t, int64(1<<39), debug.SetMemoryLimit(-1))
+	cfg.MemoryLimitMiB = 1 << 20 // 1 TiB: above the limit now, left alone
+	_, changed = New(cfg, Bounds{}, t0).SetGoMemoryLimit()
+	assert.False(t, changed)
+	assert.Equal(t, int64(1<<39), debug.SetMemoryLimit(-1))
+	cfg.Mode, cfg.MemoryLimitMiB = ModeNever, 1
+	_, changed = New(cfg, Bounds{}, t0).SetGoMemoryLimit()
+	assert.False(t, changed, "never: no relief, no memory limit")
 }
