@@ -34,7 +34,7 @@ func overloadWithoutRetries(t *testing.T, mode string) {
 		// 10% of the offered load; errors (2% of traces, ≈ 600 spans/s)
 		// fit in it with room for a baseline.
 		budget = 3000
-		load     = 20 * time.Second
+		load   = 20 * time.Second
 	)
 	tr := startTier(t, tierOptions{samplers: 3, budget: budget, samplerEnv: map[string]string{
 		"MEMORY_LIMIT_MIB":               fmt.Sprint(limitMiB),
