@@ -37,10 +37,11 @@ func overloadWithoutRetries(t *testing.T, mode string) {
 		load   = 20 * time.Second
 	)
 	tr := startTier(t, tierOptions{samplers: 3, budget: budget, samplerEnv: map[string]string{
-		"MEMORY_LIMIT_MIB":               fmt.Sprint(limitMiB),
-		"MEMORY_SPIKE_LIMIT_MIB":         fmt.Sprint(spikeMiB),
-		"DECISION_WAIT":                  "8s",
-		"DECISION_WAIT_AFTER_ROOT":       "6s",
+		"MEMORY_LIMIT_MIB":       fmt.Sprint(limitMiB),
+		"MEMORY_SPIKE_LIMIT_MIB": fmt.Sprint(spikeMiB),
+		// The shipped waits: SDKs export every 5 s.
+		"DECISION_WAIT":                  "15s",
+		"DECISION_WAIT_AFTER_ROOT":       "7s",
 		"STRESS_RELIEF_MODE":             mode,
 		"STRESS_RELIEF_MEMORY_LIMIT_MIB": fmt.Sprint(limitMiB - spikeMiB),
 		"SAMPLER_INSTANCES":              "3",
@@ -110,6 +111,19 @@ func overloadWithoutRetries(t *testing.T, mode string) {
 		assert.Positive(t, refused+float64(lg.lost), "the load exceeds what the samplers can buffer")
 		return
 	}
+	var activations, atArrival float64
+	for _, s := range tr.samplers {
+		f := s.metrics()
+		a, _ := metricValue(f, "otelcol_processor_budget_tail_sampling_stress_relief_activations_total", nil)
+		n, _ := metricValue(f, "otelcol_processor_budget_tail_sampling_stress_relief_spans_total", nil)
+		_, exposed := metricValue(f, "otelcol_processor_budget_tail_sampling_stress_relief_active", map[string]string{"reason": "none"})
+		assert.True(t, exposed, "the state series, under the name the alert reads")
+		activations += a
+		atArrival += n
+	}
+	t.Logf("relief started %.0f times on 3 samplers; %.0f spans decided at arrival", activations, atArrival)
+	assert.Positive(t, activations, "relief started")
+	assert.Positive(t, atArrival, "spans were decided at arrival")
 	assert.Zero(t, refused, "memory_limiter refused nothing: relief started first")
 	assert.Zero(t, lg.lost, "the sender lost nothing")
 	assert.Zero(t, lostInTier, "every accepted span decided")

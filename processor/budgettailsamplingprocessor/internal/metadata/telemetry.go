@@ -123,7 +123,7 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.BaselineProb = b.Float64ObservableGauge(MetricBaselineProb, "Baseline sampling probability, volume-weighted over services.", "1")
 	t.Peers = b.Int64ObservableGauge(MetricPeers, "Sampler instances the budget is divided among.", "{instance}")
 	t.ServiceBaseline = b.Float64ObservableGauge(MetricServiceBaseline, "Baseline sampling probability of each service the policy tracks (at most max_services, the rest as _other), conditional on what arrives.", "1")
-	t.ReliefActive = b.Int64ObservableGauge(MetricReliefActive, "1 while stress relief decides new traces at arrival, with the reason (buffer_traces, buffer_bytes, arrival_rate, memory: the highest load level; always: mode always); 0 with reason none otherwise.", "1")
+	t.ReliefActive = b.Int64ObservableGauge(MetricReliefActive, "1 while stress relief decides new traces at arrival, with the reason (buffer_traces, buffer_bytes, arrival_rate, memory: the highest load level; always: mode always); 0 with reason none otherwise.", "")
 	t.ReliefLevel = b.Float64ObservableGauge(MetricReliefLevel, "Load levels stress relief watches, as fractions of their bounds, by signal (buffer_traces, buffer_bytes, arrival_rate: the buffer the arrival rate would fill, memory: Go heap over memory_limit_mib).", "1")
 	t.ReliefSpans = b.Int64ObservableCounter(MetricReliefSpans, "Spans of new traces decided at arrival by stress relief, by decision (sampled, not_sampled); later spans of those traces are late_spans.", "{span}")
 	t.ReliefActivations = b.Int64ObservableCounter(MetricReliefActivations, "Times stress relief started.", "{activation}")
