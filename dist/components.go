@@ -18,6 +18,7 @@ import (
 	nopexporter "go.opentelemetry.io/collector/exporter/nopexporter"
 	fileexporter "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
 	loadbalancingexporter "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
+	tracerouterexporter "github.com/otelcol-cost/otelcol-cost/exporter/tracerouterexporter"
 	healthcheckextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
 	pprofextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/pprofextension"
 	filestorage "github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
@@ -87,6 +88,7 @@ func components() (otelcol.Factories, error) {
 		nopexporter.NewFactory(),
 		fileexporter.NewFactory(),
 		loadbalancingexporter.NewFactory(),
+		tracerouterexporter.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -98,6 +100,7 @@ func components() (otelcol.Factories, error) {
 		nopexporter.NewFactory().Type(): "go.opentelemetry.io/collector/exporter/nopexporter v0.161.0",
 		fileexporter.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter v0.161.0",
 		loadbalancingexporter.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter v0.161.0",
+		tracerouterexporter.NewFactory().Type(): "github.com/otelcol-cost/otelcol-cost v0.0.0",
 	})
 
 	factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](

@@ -108,6 +108,14 @@ func TestE2EDashboardPanelsHaveData(t *testing.T) {
 // elsewhere: contrib's tail_sampling (TestE2EAlertsFire runs it), the
 // memory_limiter's refusals (TestE2EOverload) and exporter send failures.
 var onlyOnTrouble = map[string]bool{
+	// The alerts read either router's series: contrib's load_balancing
+	// (gateway.router: load_balancing; TestRingEqualityTraceRouterAndLoadBalancing
+	// runs it) and trace_router's failures, exposed once a send fails
+	// (the exporter's own tests).
+	"otelcol_loadbalancer_backend_outcome_total":                             true,
+	"otelcol_loadbalancer_num_backends":                                      true,
+	"otelcol_exporter_trace_router_send_failed_spans_total":                  true,
+	"otelcol_exporter_trace_router_rerouted_spans_total":                     true,
 	"otelcol_processor_tail_sampling_sampling_trace_dropped_too_early_total": true,
 	"otelcol_processor_memory_limiter_refused_spans_total":                   true,
 	"otelcol_exporter_send_failed_spans_total":                               true,

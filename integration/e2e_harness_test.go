@@ -41,6 +41,9 @@ type tier struct {
 	// resolverFile overrides the gateway's static sampler list; rewriting it
 	// and sending SIGHUP makes the gateway reload with a new list.
 	resolverFile string
+	// router is the gateway's exporter: trace_router, or load_balancing
+	// (tierOptions.contribGateway).
+	router string
 }
 
 type tierOptions struct {
@@ -48,6 +51,9 @@ type tierOptions struct {
 	budget        float64 // spans/s for the whole tier
 	samplerConfig []string
 	samplerEnv    map[string]string
+	// contribGateway routes with contrib's load_balancing exporter
+	// (configs/gateway-loadbalancing.yaml) instead of trace_router.
+	contribGateway bool
 }
 
 func startTier(t *testing.T, o tierOptions) *tier {
@@ -80,15 +86,21 @@ func startTier(t *testing.T, o tierOptions) *tier {
 		hostnames = append(hostnames, s.GRPC)
 	}
 	tr.resolverFile = filepath.Join(t.TempDir(), "resolver.yaml")
+	gatewayConfigs := []string{configPath("gateway.yaml")}
+	tr.router = "trace_router"
+	if o.contribGateway {
+		tr.router = "load_balancing"
+		gatewayConfigs = append(gatewayConfigs, configPath("gateway-loadbalancing.yaml"))
+	}
 	tr.writeResolver(hostnames)
-	tr.gateway = startCollector(t, map[string]string{"LOG_LEVEL": "warn"}, configPath("gateway.yaml"), tr.resolverFile)
+	tr.gateway = startCollector(t, map[string]string{"LOG_LEVEL": "warn"}, append(gatewayConfigs, tr.resolverFile)...)
 	return tr
 }
 
 // writeResolver writes the gateway's sampler list (a config overlay: lists
 // replace, they do not merge).
 func (tr *tier) writeResolver(hostnames []string) {
-	overlay := "exporters:\n  load_balancing:\n    resolver:\n      static:\n        hostnames: [" + strings.Join(hostnames, ", ") + "]\n"
+	overlay := "exporters:\n  " + tr.router + ":\n    resolver:\n      static:\n        hostnames: [" + strings.Join(hostnames, ", ") + "]\n"
 	require.NoError(tr.t, os.WriteFile(tr.resolverFile, []byte(overlay), 0o600))
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/internal/ring"
 )
 
-// The sampler tier as the chart deploys it: a gateway whose load_balancing
+// The sampler tier as the chart deploys it: a gateway whose trace_router
 // exporter resolves the samplers' headless Service with its dns resolver,
 // and samplers that resolve the same name (peers_dns) and hand traces over
 // when it changes. The name lives in /etc/hosts inside a network namespace

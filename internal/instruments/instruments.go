@@ -67,3 +67,10 @@ func (b *Builder) Float64Histogram(name, desc, unit string, bounds ...float64) m
 	b.note(err)
 	return i
 }
+
+// Int64Gauge creates a synchronous int64 gauge.
+func (b *Builder) Int64Gauge(name, desc, unit string) metric.Int64Gauge {
+	i, err := b.m.Int64Gauge(name, metric.WithDescription(desc), metric.WithUnit(unit))
+	b.note(err)
+	return i
+}

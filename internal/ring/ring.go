@@ -36,6 +36,10 @@ type point struct {
 type Ring struct {
 	endpoints []string
 	points    []point
+	// owners is each position's owner (an index into endpoints): a lookup
+	// per trace ID instead of a search among points (256 KiB a ring; rings
+	// change only when the samplers do).
+	owners []uint16
 }
 
 // New builds the ring of these endpoints, in any order. A duplicate counts
@@ -83,21 +87,48 @@ func New(endpoints []string) *Ring {
 		r.points = append(r.points, point{pos: pos, endpoint: c.endpoint})
 	}
 	sort.Slice(r.points, func(i, j int) bool { return r.points[i].pos < r.points[j].pos })
+	if len(r.points) > 0 && len(eps) <= 1<<16 {
+		r.owners = make([]uint16, positions)
+		p := 0
+		for pos := range uint32(positions) {
+			for p < len(r.points) && r.points[p].pos < pos {
+				p++
+			}
+			at := p
+			if at == len(r.points) {
+				at = 0
+			}
+			r.owners[pos] = uint16(r.points[at].endpoint)
+		}
+	}
 	return r
+}
+
+// OwnerIndex is the index, in Endpoints, of the endpoint the exporter
+// routes this trace ID to; -1 on an empty ring.
+func (r *Ring) OwnerIndex(traceID [16]byte) int {
+	if r == nil || len(r.points) == 0 {
+		return -1
+	}
+	key := crc32.ChecksumIEEE(traceID[:]) % positions
+	if r.owners != nil {
+		return int(r.owners[key])
+	}
+	i := sort.Search(len(r.points), func(i int) bool { return r.points[i].pos >= key })
+	if i == len(r.points) {
+		i = 0
+	}
+	return int(r.points[i].endpoint)
 }
 
 // Owner is the endpoint the exporter routes this trace ID to ("" on an
 // empty ring).
 func (r *Ring) Owner(traceID [16]byte) string {
-	if r == nil || len(r.points) == 0 {
+	i := r.OwnerIndex(traceID)
+	if i < 0 {
 		return ""
 	}
-	key := crc32.ChecksumIEEE(traceID[:]) % positions
-	i := sort.Search(len(r.points), func(i int) bool { return r.points[i].pos >= key })
-	if i == len(r.points) {
-		i = 0
-	}
-	return r.endpoints[r.points[i].endpoint]
+	return r.endpoints[i]
 }
 
 // Endpoints are the ring's members, sorted.

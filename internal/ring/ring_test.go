@@ -2,7 +2,9 @@ package ring
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"testing"
 
@@ -97,5 +99,28 @@ func BenchmarkOwner(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		id[15] = byte(i)
 		_ = r.Owner(id)
+	}
+}
+
+// The lookup table gives what a search among the points gives, for any
+// ring size.
+func TestOwnerIndexTableMatchesTheSearch(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 7, 40} {
+		var eps []string
+		for i := range n {
+			eps = append(eps, fmt.Sprintf("10.0.%d.%d:4317", i/250, i%250))
+		}
+		r := New(eps)
+		search := *r
+		search.owners = nil
+		rnd := mrand.New(mrand.NewPCG(uint64(n), 1))
+		for range 20000 {
+			var id [16]byte
+			binary.LittleEndian.PutUint64(id[:8], rnd.Uint64())
+			binary.LittleEndian.PutUint64(id[8:], rnd.Uint64())
+			if a, b := r.OwnerIndex(id), search.OwnerIndex(id); a != b {
+				t.Fatalf("%d endpoints: table %d, search %d", n, a, b)
+			}
+		}
 	}
 }

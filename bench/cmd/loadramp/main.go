@@ -12,8 +12,12 @@
 //	tail_s2  the same with the sampler's buffer S2-compressed
 //	contrib  the same pipeline with contrib's tail_sampling instead
 //	         (bench/testdata/contrib-tail.yaml)
-//	gateway  configs/gateway.yaml, load balancing to three OTLP sinks that
-//	         this process runs (they decompress but do not decode)
+//	gateway  configs/gateway.yaml, routing by trace ID (trace_router) to
+//	         three OTLP sinks that this process runs (they decompress but
+//	         do not decode)
+//	gateway_contrib
+//	         the same with contrib's load_balancing exporter
+//	         (configs/gateway-loadbalancing.yaml)
 //	gateway_zstd, gateway_none
 //	         the same with zstd or no compression towards the samplers
 //
@@ -79,7 +83,7 @@ const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Expor
 
 func main() {
 	bin := flag.String("bin", "bin/otelcol-cost", "the built distribution")
-	setups := flag.String("setups", "bare,tail,contrib,gateway,gateway_zstd,gateway_none", "comma-separated setups to run")
+	setups := flag.String("setups", "bare,tail,contrib,gateway,gateway_contrib,gateway_zstd,gateway_none", "comma-separated setups to run")
 	start := flag.Float64("start", 20000, "first offered rate, spans/s")
 	factor := flag.Float64("factor", 1.5, "rate multiplier between steps")
 	steps := flag.Int("steps", 10, "at most this many steps per setup")
@@ -245,8 +249,10 @@ func compare(name string, res, bare []stepResult) string {
 // extra environment.
 type setup struct {
 	config string // relative to the repository root
-	sinks  int
-	env    []string
+	// overlays are merged over config, in order.
+	overlays []string
+	sinks    int
+	env      []string
 }
 
 var setupsByName = map[string]setup{
@@ -255,7 +261,10 @@ var setupsByName = map[string]setup{
 	// The sampler's buffer held S2-compressed (buffer_compression: s2).
 	"tail_s2": {config: "configs/tail.yaml", env: []string{"BUFFER_COMPRESSION=s2"}},
 	"contrib": {config: "bench/testdata/contrib-tail.yaml"},
-	"gateway": {config: "configs/gateway.yaml", sinks: 3},
+	// configs/gateway.yaml routes with trace_router; gateway_contrib with
+	// contrib's load_balancing (configs/gateway-loadbalancing.yaml).
+	"gateway":         {config: "configs/gateway.yaml", sinks: 3},
+	"gateway_contrib": {config: "configs/gateway.yaml", overlays: []string{"configs/gateway-loadbalancing.yaml"}, sinks: 3},
 	// The gateway's compression towards the samplers (gzip by default).
 	// gzip at level 1 (grpc_gzip): least gateway CPU, ≈ 5% more bytes.
 	"gateway_gzip1": {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_GZIP_LEVEL=1"}},
@@ -279,6 +288,9 @@ type collector struct {
 func startCollector(bin string, s setup, dir string, sinkAddrs []string) (*collector, error) {
 	grpcAddr, health := freeAddr(), freeAddr()
 	args := []string{"--config", filepath.Join(repoRoot(), s.config)}
+	for _, o := range s.overlays {
+		args = append(args, "--config", filepath.Join(repoRoot(), o))
+	}
 	if extra := os.Getenv("LOADRAMP_EXTRA_CONFIG"); extra != "" {
 		// Merged over the setup's configuration, e.g. to add the pprof
 		// extension and profile the collector under load.

@@ -1,0 +1,294 @@
+package tracerouterexporter // import "github.com/otelcol-cost/otelcol-cost/exporter/tracerouterexporter"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/otelcol-cost/otelcol-cost/exporter/tracerouterexporter/internal/metadata"
+	"github.com/otelcol-cost/otelcol-cost/internal/otlpwire"
+	"github.com/otelcol-cost/otelcol-cost/internal/ring"
+)
+
+// router encodes each request once, splits the encoding by trace ID on the
+// ring (the records of each sampler's spans copied, with their resource
+// and scope) and sends each part as it is. A part a sampler does not take
+// is decoded back and returned to the exporter's queue, which routes it
+// again on the ring as it is then.
+type router struct {
+	cfg    *Config
+	set    exporter.Settings
+	tel    *metadata.Telemetry
+	logger *zap.Logger
+	res    resolver
+	host   component.Host
+
+	// routes is read per request; the resolver replaces it.
+	routes atomic.Pointer[routes]
+	mu     sync.Mutex // serializes route changes
+	// conns are the open connections, by endpoint, kept across changes.
+	conns map[string]*grpc.ClientConn
+
+	indexes sync.Pool
+	invalid [numInvalid]metric.MeasurementOption
+}
+
+// routes is one ring and a backend per member, in the ring's order.
+type routes struct {
+	ring     *ring.Ring
+	backends []*backend
+}
+
+type backend struct {
+	endpoint string
+	conn     *grpc.ClientConn
+	attrs    metric.MeasurementOption
+}
+
+const (
+	invalidZeroTraceID = iota
+	invalidNoBackend
+	numInvalid
+)
+
+func newRouter(set exporter.Settings, cfg *Config) (*router, error) {
+	tel, err := metadata.NewTelemetry(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	r := &router{cfg: cfg, set: set, tel: tel, logger: set.Logger, conns: map[string]*grpc.ClientConn{}}
+	r.indexes.New = func() any { return new(otlpwire.Index) }
+	for i, cause := range []string{"zero_trace_id", "no_backend"} {
+		r.invalid[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", cause)))
+	}
+	r.routes.Store(&routes{})
+	if cfg.Resolver.Static.HasValue() {
+		r.res = &staticResolver{hostnames: cfg.Resolver.Static.Get().Hostnames}
+	} else {
+		r.res = newDNSResolver(*cfg.Resolver.DNS.Get(), set.Logger, func() { tel.ResolveFailed.Add(context.Background(), 1) })
+	}
+	return r, nil
+}
+
+func (r *router) start(ctx context.Context, host component.Host) error {
+	r.host = host
+	return r.res.start(ctx, r.setEndpoints)
+}
+
+func (r *router) shutdown(context.Context) error {
+	r.res.shutdown()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for ep, c := range r.conns {
+		errs = append(errs, c.Close())
+		delete(r.conns, ep)
+	}
+	r.routes.Store(&routes{})
+	return errors.Join(errs...)
+}
+
+// setEndpoints builds the ring of a new set of samplers, opening
+// connections to new ones and closing those of samplers that left (their
+// sends in flight fail, and go back to the queue).
+func (r *router) setEndpoints(eps []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rg := ring.New(eps)
+	next := &routes{ring: rg}
+	keep := map[string]bool{}
+	for _, ep := range rg.Endpoints() {
+		c, ok := r.conns[ep]
+		if !ok {
+			var err error
+			if c, err = r.dial(ep); err != nil {
+				// A sampler whose connection cannot even be configured
+				// stays in the ring (the ring must match the gateways'):
+				// its sends fail and return to the queue.
+				r.logger.Error("cannot configure a connection to a sampler", zap.String("endpoint", ep), zap.Error(err))
+			} else {
+				r.conns[ep] = c
+			}
+		}
+		keep[ep] = true
+		next.backends = append(next.backends, &backend{endpoint: ep, conn: c,
+			attrs: metric.WithAttributeSet(attribute.NewSet(attribute.String("endpoint", ep)))})
+	}
+	r.routes.Store(next)
+	for ep, c := range r.conns {
+		if !keep[ep] {
+			_ = c.Close()
+			delete(r.conns, ep)
+		}
+	}
+	r.tel.RingChanges.Add(context.Background(), 1)
+	r.tel.Backends.Record(context.Background(), int64(len(eps)))
+	r.logger.Info("samplers changed; routing on the new ring", zap.Strings("endpoints", eps))
+}
+
+// dial opens a client connection to ep with the configured gRPC settings.
+func (r *router) dial(ep string) (*grpc.ClientConn, error) {
+	cc := r.cfg.Protocol.OTLP.ClientConfig
+	cc.Endpoint = withPort(ep)
+	return cc.ToClientConn(context.Background(), r.host.GetExtensions(), r.set.TelemetrySettings)
+}
+
+// withPort adds the OTLP port to an endpoint without one, as
+// load_balancing does (its ring hashes the endpoint as the resolver gave
+// it).
+func withPort(ep string) string {
+	if _, _, err := net.SplitHostPort(ep); err == nil {
+		return ep
+	}
+	return net.JoinHostPort(ring.Host(ep), defaultPort)
+}
+
+// push routes td.
+func (r *router) push(ctx context.Context, td ptrace.Traces) error {
+	rt := r.routes.Load()
+	n := len(rt.backends)
+	if n == 0 {
+		r.tel.InvalidSpans.Add(ctx, int64(td.SpanCount()), r.invalid[invalidNoBackend])
+		return errors.New("no sampler to route to: the resolver has found none yet")
+	}
+	idx := r.indexes.Get().(*otlpwire.Index)
+	defer func() {
+		idx.Reset()
+		r.indexes.Put(idx)
+	}()
+	parts, err := split(idx, td, rt.ring)
+	if err != nil {
+		return consumererror.NewPermanent(fmt.Errorf("cannot index the request's encoding: %w", err))
+	}
+	if parts.zero > 0 {
+		// No trace to route by: dropped, and counted, as the samplers would.
+		r.tel.InvalidSpans.Add(ctx, int64(parts.zero), r.invalid[invalidZeroTraceID])
+	}
+	first, spans := parts.first, parts.spans
+	var failed ptrace.Traces
+	var errs []error
+	var buf []byte
+	for e, b := range rt.backends {
+		if first[e] < 0 {
+			continue
+		}
+		buf = idx.AppendEncoding(buf[:0], first[e])
+		if err := r.send(ctx, b, buf); err != nil {
+			r.tel.SendFailed.Add(ctx, int64(spans[e]), b.attrs)
+			errs = append(errs, fmt.Errorf("sampler %s: %w", b.endpoint, err))
+			failed = r.giveBack(failed, buf)
+			continue
+		}
+		r.tel.Spans.Add(ctx, int64(spans[e]), b.attrs)
+		r.tel.Bytes.Add(ctx, int64(len(buf)), b.attrs)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	r.tel.Rerouted.Add(ctx, int64(failed.SpanCount()))
+	return consumererror.NewTraces(errors.Join(errs...), failed)
+}
+
+// giveBack adds a part a sampler did not take to what goes back to the
+// queue (decoded: the queue holds pdata).
+func (r *router) giveBack(failed ptrace.Traces, part []byte) ptrace.Traces {
+	var u ptrace.ProtoUnmarshaler
+	td, err := u.UnmarshalTraces(part)
+	if err != nil {
+		// It was cut from pdata's own encoding: cannot happen.
+		r.logger.Error("cannot decode a part to return to the queue", zap.Error(err))
+		return failed
+	}
+	if failed == (ptrace.Traces{}) {
+		return td
+	}
+	td.ResourceSpans().MoveAndAppendTo(failed.ResourceSpans())
+	return failed
+}
+
+func (r *router) capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: false}
+}
+
+// parts are a request's spans per ring member: the first of each member's
+// chain in the index (-1: none) and how many; zero counts the spans with a
+// zero trace ID, in no part.
+type parts struct {
+	first []int32
+	spans []int
+	zero  int
+}
+
+// split encodes td into idx and links each span into the chain of the
+// ring member its trace ID belongs to; idx.AppendEncoding(first[e]) is
+// then member e's request. A ResourceSpans whose spans all go to one
+// member is copied as one record.
+func split(idx *otlpwire.Index, td ptrace.Traces, rg *ring.Ring) (parts, error) {
+	n := rg.Size()
+	p := parts{first: make([]int32, n), spans: make([]int, n)}
+	last := make([]int32, n)
+	for i := range p.first {
+		p.first[i], last[i] = -1, -1
+	}
+	if err := idx.Marshal(td); err != nil {
+		return p, err
+	}
+	rss := td.ResourceSpans()
+	if idx.ResourceSpans() != rss.Len() {
+		return p, otlpwire.ErrUnexpectedEncoding
+	}
+	for i := 0; i < rss.Len(); i++ {
+		firstSS, numSS := idx.ScopeSpans(i)
+		sss := rss.At(i).ScopeSpans()
+		if numSS != sss.Len() {
+			return p, otlpwire.ErrUnexpectedEncoding
+		}
+		one, owner := true, -1
+		for j := 0; j < sss.Len(); j++ {
+			at, numSpans := idx.Spans(firstSS + j)
+			ss := sss.At(j).Spans()
+			if numSpans != ss.Len() {
+				return p, otlpwire.ErrUnexpectedEncoding
+			}
+			if numSpans == 0 {
+				one = false // copied whole, it would carry an empty scope
+			}
+			for k := 0; k < ss.Len(); k++ {
+				id := ss.At(k).TraceID()
+				if id.IsEmpty() {
+					p.zero++
+					one = false
+					continue
+				}
+				e := rg.OwnerIndex(id)
+				if owner >= 0 && e != owner {
+					one = false
+				}
+				owner = e
+				s := int32(at + k)
+				if last[e] < 0 {
+					p.first[e] = s
+				} else {
+					idx.Link(last[e], s)
+				}
+				last[e] = s
+				p.spans[e]++
+			}
+		}
+		idx.SetWhole(i, one && owner >= 0)
+	}
+	return p, nil
+}

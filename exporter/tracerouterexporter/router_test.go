@@ -1,0 +1,250 @@
+package tracerouterexporter
+
+import (
+	"context"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configcompression"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/otelcol-cost/otelcol-cost/exporter/tracerouterexporter/internal/metadata"
+	"github.com/otelcol-cost/otelcol-cost/internal/ring"
+)
+
+// sink is an OTLP/gRPC server that records which spans it received.
+type sink struct {
+	ptraceotlp.UnimplementedGRPCServer
+	addr   string
+	mu     sync.Mutex
+	spans  map[pcommon.SpanID]int
+	traces map[pcommon.TraceID]bool
+	refuse bool
+}
+
+func (s *sink) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refuse {
+		return ptraceotlp.NewExportResponse(), status.Error(codes.Unavailable, "refusing")
+	}
+	rss := req.Traces().ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		for j := 0; j < rss.At(i).ScopeSpans().Len(); j++ {
+			spans := rss.At(i).ScopeSpans().At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				s.spans[spans.At(k).SpanID()]++
+				s.traces[spans.At(k).TraceID()] = true
+			}
+		}
+	}
+	return ptraceotlp.NewExportResponse(), nil
+}
+
+func (s *sink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.spans {
+		n += c
+	}
+	return n
+}
+
+func startSinkAt(t *testing.T, addr string) *sink {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	s := &sink{addr: ln.Addr().String(), spans: map[pcommon.SpanID]int{}, traces: map[pcommon.TraceID]bool{}}
+	srv := grpc.NewServer()
+	ptraceotlp.RegisterGRPCServer(srv, s)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return s
+}
+
+// uniqueRequest is a request whose spans all have distinct span IDs, so
+// that a span received twice is visible.
+func uniqueRequest(rnd *rand.Rand, n *uint64) ptrace.Traces {
+	td := mixedRequest(rnd, 1+rnd.IntN(8))
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		for j := 0; j < rss.At(i).ScopeSpans().Len(); j++ {
+			spans := rss.At(i).ScopeSpans().At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				*n++
+				var id pcommon.SpanID
+				for b := range 8 {
+					id[b] = byte(*n >> (8 * b))
+				}
+				spans.At(k).SetSpanID(id)
+				if spans.At(k).TraceID().IsEmpty() {
+					spans.At(k).SetTraceID(pcommon.TraceID{1, byte(*n)})
+				}
+			}
+		}
+	}
+	return td
+}
+
+func testConfig(hostnames []string, compression configcompression.Type) *Config {
+	cfg := createDefaultConfig()
+	cfg.Resolver.Static = configoptional.Some(StaticResolver{Hostnames: hostnames})
+	cfg.Protocol.OTLP.ClientConfig.TLS.Insecure = true
+	cfg.Protocol.OTLP.ClientConfig.Compression = compression
+	cfg.BackOffConfig.InitialInterval = 50 * time.Millisecond
+	cfg.BackOffConfig.MaxInterval = 200 * time.Millisecond
+	return cfg
+}
+
+// Every shipped compression: each trace reaches the sampler the ring gives
+// it to, whole, and every span once.
+func TestRouterSendsEveryTraceToItsSamplerWithEachCompression(t *testing.T) {
+	for _, comp := range []configcompression.Type{configcompression.TypeGzip, configcompression.TypeZstd, configcompression.TypeSnappy, configcompression.Type("none")} {
+		t.Run(string(comp), func(t *testing.T) {
+			var sinks []*sink
+			var addrs []string
+			for range 3 {
+				s := startSinkAt(t, "127.0.0.1:0")
+				sinks = append(sinks, s)
+				addrs = append(addrs, s.addr)
+			}
+			cfg := testConfig(addrs, comp)
+			require.NoError(t, cfg.Validate())
+			tel := componenttest.NewTelemetry()
+			t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+			set := exportertest.NewNopSettings(metadata.Type)
+			set.TelemetrySettings = tel.NewTelemetrySettings()
+			exp, err := NewFactory().CreateTraces(context.Background(), set, cfg)
+			require.NoError(t, err)
+			require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+			rnd := rand.New(rand.NewPCG(1, 2))
+			var n uint64
+			sent := 0
+			for range 200 {
+				td := uniqueRequest(rnd, &n)
+				sent += td.SpanCount()
+				require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+			}
+			require.Eventually(t, func() bool {
+				got := 0
+				for _, s := range sinks {
+					got += s.count()
+				}
+				return got == sent
+			}, 10*time.Second, 20*time.Millisecond)
+			require.NoError(t, exp.Shutdown(context.Background()))
+			rg := ring.New(addrs)
+			for _, s := range sinks {
+				assert.NotEmpty(t, s.traces)
+				for id := range s.traces {
+					assert.Equal(t, s.addr, rg.Owner(id), "trace %v at the wrong sampler", id)
+				}
+				for id, c := range s.spans {
+					assert.Equal(t, 1, c, "span %v received %d times", id, c)
+				}
+			}
+			m, err := tel.GetMetric(metadata.MetricSpans)
+			require.NoError(t, err)
+			assert.NotNil(t, m)
+		})
+	}
+}
+
+// A sampler that refuses: its part, and only its part, goes back to the
+// queue; when the resolver drops that sampler, the retry routes the part
+// on the new ring. Nothing is lost, nothing received twice.
+func TestRouterReroutesWhatASamplerRefused(t *testing.T) {
+	// Three samplers on one port, three loopback addresses, as a headless
+	// Service resolves.
+	var sinks []*sink
+	for attempt := 0; ; attempt++ {
+		sinks = sinks[:0]
+		first := startSinkAt(t, "127.0.0.1:0")
+		_, port, _ := net.SplitHostPort(first.addr)
+		sinks = append(sinks, first)
+		ok := true
+		for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
+			ln, err := net.Listen("tcp", net.JoinHostPort(ip, port))
+			if err != nil {
+				ok = false
+				break
+			}
+			_ = ln.Close()
+			sinks = append(sinks, startSinkAt(t, net.JoinHostPort(ip, port)))
+		}
+		if ok {
+			break
+		}
+		require.Less(t, attempt, 5, "no port free on three loopback addresses")
+	}
+	_, port, _ := net.SplitHostPort(sinks[0].addr)
+	sinks[1].refuse = true
+	var mu sync.Mutex
+	ips := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+	lookup := func(context.Context, string) ([]net.IPAddr, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []net.IPAddr
+		for _, ip := range ips {
+			out = append(out, net.IPAddr{IP: net.ParseIP(ip)})
+		}
+		return out, nil
+	}
+	cfg := testConfig(nil, configcompression.TypeSnappy)
+	cfg.Resolver.Static = configoptional.None[StaticResolver]()
+	cfg.Resolver.DNS = configoptional.Some(DNSResolver{Hostname: "samplers", Port: port, Interval: 100 * time.Millisecond})
+	cfg.QueueSettings = configoptional.Some(exporterhelper.NewDefaultQueueConfig())
+	require.NoError(t, cfg.Validate())
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	set := exportertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	r, err := newRouter(set, cfg)
+	require.NoError(t, err)
+	r.res.(*dnsResolver).lookup = lookup
+	exp, err := r.exporter(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	rnd := rand.New(rand.NewPCG(3, 4))
+	var n uint64
+	sent := 0
+	for range 100 {
+		td := uniqueRequest(rnd, &n)
+		sent += td.SpanCount()
+		require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	}
+	time.Sleep(300 * time.Millisecond) // some retries fail against the refusing sampler
+	mu.Lock()
+	ips = []string{"127.0.0.1", "127.0.0.3"} // it leaves the Service
+	mu.Unlock()
+	require.Eventually(t, func() bool { return sinks[0].count()+sinks[2].count() == sent }, 15*time.Second, 20*time.Millisecond,
+		"every span at the two samplers that stay")
+	require.NoError(t, exp.Shutdown(context.Background()))
+	assert.Zero(t, sinks[1].count())
+	for _, s := range []*sink{sinks[0], sinks[2]} {
+		for id, c := range s.spans {
+			require.Equal(t, 1, c, "span %v received %d times", id, c)
+		}
+	}
+	rerouted, err := tel.GetMetric(metadata.MetricRerouted)
+	require.NoError(t, err)
+	assert.NotNil(t, rerouted)
+	changes, err := tel.GetMetric(metadata.MetricRingChanges)
+	require.NoError(t, err)
+	assert.NotNil(t, changes)
+}

@@ -1,0 +1,185 @@
+package tracerouterexporter
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/otlpwire"
+	"github.com/otelcol-cost/otelcol-cost/internal/ring"
+)
+
+func testRing(n int) *ring.Ring {
+	var eps []string
+	for i := range n {
+		eps = append(eps, fmt.Sprintf("10.1.0.%d:4317", i+1))
+	}
+	return ring.New(eps)
+}
+
+// mixedRequest is what gateways receive: SDK batches (a resource per pod,
+// spans of many traces in it), single-trace resources, several scopes,
+// some zero trace IDs.
+func mixedRequest(rnd *rand.Rand, resources int) ptrace.Traces {
+	td := ptrace.NewTraces()
+	traces := make([]pcommon.TraceID, 1+rnd.IntN(30))
+	for i := range traces {
+		binary.BigEndian.PutUint64(traces[i][:8], rnd.Uint64())
+		binary.BigEndian.PutUint64(traces[i][8:], rnd.Uint64())
+	}
+	for r := range resources {
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.SetSchemaUrl("https://opentelemetry.io/schemas/1.26.0")
+		rs.Resource().Attributes().PutStr("service.name", fmt.Sprintf("svc-%d", r%4))
+		rs.Resource().Attributes().PutInt("pod", int64(r))
+		oneTrace := rnd.IntN(3) == 0
+		for s := range 1 + rnd.IntN(3) {
+			ss := rs.ScopeSpans().AppendEmpty()
+			ss.Scope().SetName(fmt.Sprintf("lib-%d", s))
+			ss.Scope().Attributes().PutBool("scoped", true)
+			for k := range rnd.IntN(6) {
+				span := ss.Spans().AppendEmpty()
+				id := traces[rnd.IntN(len(traces))]
+				if oneTrace {
+					id = traces[r%len(traces)]
+				}
+				if rnd.IntN(40) == 0 {
+					id = pcommon.TraceID{}
+				}
+				span.SetTraceID(id)
+				span.SetSpanID(pcommon.SpanID{byte(r), byte(s), byte(k), 1, 2, 3, 4, 5})
+				span.SetName("op")
+				span.Attributes().PutInt("k", int64(k))
+				span.TraceState().FromRaw("ot=th:8")
+			}
+		}
+	}
+	return td
+}
+
+// pdataSplit is the reference: what load_balancing sends each member, a
+// copy of every span with its resource and scope, grouped as in the
+// request, empty groups left out.
+func pdataSplit(td ptrace.Traces, rg *ring.Ring) []ptrace.Traces {
+	out := make([]ptrace.Traces, rg.Size())
+	for i := range out {
+		out[i] = ptrace.NewTraces()
+	}
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		dstRS := make([]ptrace.ResourceSpans, len(out))
+		for j := 0; j < rs.ScopeSpans().Len(); j++ {
+			ss := rs.ScopeSpans().At(j)
+			dstSS := make([]ptrace.ScopeSpans, len(out))
+			have := make([]bool, len(out))
+			for k := 0; k < ss.Spans().Len(); k++ {
+				span := ss.Spans().At(k)
+				if span.TraceID().IsEmpty() {
+					continue
+				}
+				e := rg.OwnerIndex(span.TraceID())
+				if !have[e] {
+					if dstRS[e] == (ptrace.ResourceSpans{}) {
+						dstRS[e] = out[e].ResourceSpans().AppendEmpty()
+						rs.Resource().CopyTo(dstRS[e].Resource())
+						dstRS[e].SetSchemaUrl(rs.SchemaUrl())
+					}
+					dstSS[e] = dstRS[e].ScopeSpans().AppendEmpty()
+					ss.Scope().CopyTo(dstSS[e].Scope())
+					dstSS[e].SetSchemaUrl(ss.SchemaUrl())
+					have[e] = true
+				}
+				span.CopyTo(dstSS[e].Spans().AppendEmpty())
+			}
+		}
+	}
+	return out
+}
+
+// The wire split gives each ring member exactly the spans, resources and
+// scopes a pdata split gives it: byte for byte, as pdata encodes it.
+func TestWireSplitEqualsAPdataSplit(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(42, 1))
+	var m ptrace.ProtoMarshaler
+	for _, members := range []int{1, 2, 3, 7} {
+		rg := testRing(members)
+		for round := range 200 {
+			td := mixedRequest(rnd, 1+rnd.IntN(12))
+			var idx otlpwire.Index
+			p, err := split(&idx, td, rg)
+			require.NoError(t, err)
+			want := pdataSplit(td, rg)
+			total := p.zero
+			for e := range want {
+				total += p.spans[e]
+				wantBytes, err := m.MarshalTraces(want[e])
+				require.NoError(t, err)
+				var got []byte
+				if p.first[e] >= 0 {
+					got = idx.AppendEncoding(nil, p.first[e])
+				}
+				if len(wantBytes) == 0 {
+					require.Empty(t, got, "members %d, round %d, member %d", members, round, e)
+				} else {
+					require.Equal(t, wantBytes, got, "members %d, round %d, member %d", members, round, e)
+				}
+				assert.Equal(t, want[e].SpanCount(), p.spans[e])
+			}
+			require.Equal(t, td.SpanCount(), total, "every span in one part, or counted as zero trace ID")
+		}
+	}
+}
+
+// Whatever the request, splitting never panics, every span lands in
+// exactly one part or is counted, and each part holds only its member's
+// traces.
+func FuzzSplit(f *testing.F) {
+	rnd := rand.New(rand.NewPCG(7, 7))
+	var m ptrace.ProtoMarshaler
+	for range 8 {
+		b, _ := m.MarshalTraces(mixedRequest(rnd, 1+rnd.IntN(5)))
+		f.Add(b)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0x0a, 0x00})
+	rg := testRing(3)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var u ptrace.ProtoUnmarshaler
+		td, err := u.UnmarshalTraces(data)
+		if err != nil {
+			t.Skip()
+		}
+		var idx otlpwire.Index
+		p, err := split(&idx, td, rg)
+		if err != nil {
+			return // counted by the caller as a permanent error; no panic
+		}
+		total := p.zero
+		for e, first := range p.first {
+			if first < 0 {
+				continue
+			}
+			part, err := u.UnmarshalTraces(idx.AppendEncoding(nil, first))
+			require.NoError(t, err)
+			require.Equal(t, p.spans[e], part.SpanCount())
+			total += part.SpanCount()
+			rss := part.ResourceSpans()
+			for i := 0; i < rss.Len(); i++ {
+				for j := 0; j < rss.At(i).ScopeSpans().Len(); j++ {
+					spans := rss.At(i).ScopeSpans().At(j).Spans()
+					for k := 0; k < spans.Len(); k++ {
+						require.Equal(t, e, rg.OwnerIndex(spans.At(k).TraceID()))
+					}
+				}
+			}
+		}
+		require.Equal(t, td.SpanCount(), total)
+	})
+}
