@@ -33,7 +33,8 @@ func validate(t *testing.T, env []string, configs ...string) (string, error) {
 }
 
 // shippedConfigs lists every config under configs/ with the base it
-// overlays (backend.yaml is an overlay of tail.yaml).
+// overlays (backend.yaml is an overlay of tail.yaml,
+// gateway-loadbalancing.yaml of gateway.yaml).
 func shippedConfigs(t *testing.T) [][]string {
 	t.Helper()
 	files, err := filepath.Glob(configPath("*.yaml"))
@@ -41,8 +42,12 @@ func shippedConfigs(t *testing.T) [][]string {
 	require.NotEmpty(t, files)
 	var sets [][]string
 	for _, f := range files {
-		if filepath.Base(f) == "backend.yaml" {
+		switch filepath.Base(f) {
+		case "backend.yaml":
 			sets = append(sets, []string{configPath("tail.yaml"), f})
+			continue
+		case "gateway-loadbalancing.yaml":
+			sets = append(sets, []string{configPath("gateway.yaml"), f})
 			continue
 		}
 		sets = append(sets, []string{f})

@@ -43,6 +43,8 @@ type router struct {
 	conns map[string]*grpc.ClientConn
 
 	indexes sync.Pool
+	// buffers hold one part's encoding while it is sent.
+	buffers sync.Pool
 	invalid [numInvalid]metric.MeasurementOption
 }
 
@@ -71,6 +73,7 @@ func newRouter(set exporter.Settings, cfg *Config) (*router, error) {
 	}
 	r := &router{cfg: cfg, set: set, tel: tel, logger: set.Logger, conns: map[string]*grpc.ClientConn{}}
 	r.indexes.New = func() any { return new(otlpwire.Index) }
+	r.buffers.New = func() any { return new([]byte) }
 	for i, cause := range []string{"zero_trace_id", "no_backend"} {
 		r.invalid[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", cause)))
 	}
@@ -180,7 +183,10 @@ func (r *router) push(ctx context.Context, td ptrace.Traces) error {
 	first, spans := parts.first, parts.spans
 	var failed ptrace.Traces
 	var errs []error
-	var buf []byte
+	bp := r.buffers.Get().(*[]byte)
+	defer r.buffers.Put(bp)
+	buf := (*bp)[:0]
+	defer func() { *bp = buf[:0] }()
 	for e, b := range rt.backends {
 		if first[e] < 0 {
 			continue

@@ -267,9 +267,15 @@ var setupsByName = map[string]setup{
 	"gateway_contrib": {config: "configs/gateway.yaml", overlays: []string{"configs/gateway-loadbalancing.yaml"}, sinks: 3},
 	// The gateway's compression towards the samplers (gzip by default).
 	// gzip at level 1 (grpc_gzip): least gateway CPU, ≈ 5% more bytes.
-	"gateway_gzip1": {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_GZIP_LEVEL=1"}},
-	"gateway_zstd":  {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=zstd"}},
-	"gateway_none":  {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
+	"gateway_gzip1":  {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_GZIP_LEVEL=1"}},
+	"gateway_zstd":   {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=zstd"}},
+	"gateway_none":   {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
+	"gateway_snappy": {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=snappy"}},
+	// contrib's load_balancing with each compression.
+	"gateway_contrib_gzip1":  {config: "configs/gateway.yaml", overlays: []string{"configs/gateway-loadbalancing.yaml"}, sinks: 3, env: []string{"SAMPLER_GZIP_LEVEL=1"}},
+	"gateway_contrib_zstd":   {config: "configs/gateway.yaml", overlays: []string{"configs/gateway-loadbalancing.yaml"}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=zstd"}},
+	"gateway_contrib_snappy": {config: "configs/gateway.yaml", overlays: []string{"configs/gateway-loadbalancing.yaml"}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=snappy"}},
+	"gateway_contrib_none":   {config: "configs/gateway.yaml", overlays: []string{"configs/gateway-loadbalancing.yaml"}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
 }
 
 // collector is a running binary: where it takes OTLP/gRPC, its process,
