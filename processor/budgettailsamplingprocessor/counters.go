@@ -30,6 +30,16 @@ type ruleCounters struct {
 	matched, kept, dropped, errors int64
 }
 
+// decided counts a trace the rule matched, kept or not.
+func (r *ruleCounters) decided(kept bool) {
+	r.matched++
+	if kept {
+		r.kept++
+	} else {
+		r.dropped++
+	}
+}
+
 // count records a decision, or a late fragment that followed one.
 func (c *counters) count(d traceinfo.Decision, r traceinfo.Reason, spans int, bytes int64) {
 	c.traces[d][r]++

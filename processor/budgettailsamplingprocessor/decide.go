@@ -152,13 +152,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	r := d.Class
 	if d.Rule >= 0 {
 		r = traceinfo.ReasonRule
-		rc := &sh.counters.rules[d.Rule]
-		rc.matched++
-		if keep {
-			rc.kept++
-		} else {
-			rc.dropped++
-		}
+		sh.counters.rules[d.Rule].decided(keep)
 	}
 	if cause != traceinfo.ReasonBaseline {
 		r = cause
@@ -184,9 +178,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 func (p *budgetTailSampler) dropByRule(sh *shard, t *tracebuf.Trace, ruleIdx int, cause traceinfo.Reason, now time.Time) {
 	sh.Record(t.ID, traceinfo.NotSampled, traceinfo.Decided{Class: traceinfo.ReasonRule, Rule: int16(ruleIdx), At: now.UnixNano(),
 		Recent: t.LastFingerprints()}, t.Entry(), true)
-	rc := &sh.counters.rules[ruleIdx]
-	rc.matched++
-	rc.dropped++
+	sh.counters.rules[ruleIdx].decided(false)
 	r := traceinfo.ReasonRule
 	if cause != traceinfo.ReasonBaseline {
 		r = cause

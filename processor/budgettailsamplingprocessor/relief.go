@@ -86,13 +86,7 @@ func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragmen
 		sh.volumes.Book(d, vol, keep, p.cfg.MaxServices)
 	}
 	if d.Rule >= 0 {
-		rc := &sh.counters.rules[d.Rule]
-		rc.matched++
-		if keep {
-			rc.kept++
-		} else {
-			rc.dropped++
-		}
+		sh.counters.rules[d.Rule].decided(keep)
 	}
 	sh.counters.count(dec, reason, f.Spans, f.Bytes)
 	sh.counters.relief[dec] += int64(f.Spans)
