@@ -258,3 +258,38 @@ func TestStressReliefKeepsALateErrorAndWhatFollows(t *testing.T) {
 	assert.Equal(t, 1.0, ts.metric(metadata.MetricReliefSpans, decisionAttr("not_sampled")))
 	assert.Equal(t, 1.0, ts.metric(metadata.MetricTraces, decisionAttr("sampled"), reasonAttr("late_error")))
 }
+
+// Rules match spans, so they apply at arrival: a drop rule drops what it
+// matches (errors too, and the trace's later spans), a keep rule keeps
+// what it matches whatever relief's threshold.
+func TestStressReliefAppliesRulesAtArrival(t *testing.T) {
+	cfg := withRules(testConfig(),
+		RuleConfig{Name: "health", Action: "drop", Conditions: []string{`name == "GET /healthz"`}},
+		RuleConfig{Name: "vip", Action: "keep", Conditions: []string{`attributes["tier"] == "gold"`}})
+	cfg.StressRelief.Mode = relief.ModeAlways
+	ts := newTestSampler(t, cfg)
+	ts.p.relief.Measure(relief.Arrivals{Volume: 1e6}, 1, 1)
+	require.Less(t, ts.p.relief.Probability().P, 1e-5, "relief keeps almost nothing by threshold")
+
+	health := traceIDWithRandomness(1, 0.99)
+	probe := oneSpan("lb", health, 1, 0, ts.now, time.Millisecond)
+	probe.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).SetName("GET /healthz")
+	ts.send(probe)
+	failing := oneSpan("lb", health, 2, 1, ts.now, time.Millisecond)
+	failing.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Status().SetCode(ptrace.StatusCodeError)
+	ts.send(failing)
+
+	gold := traceIDWithRandomness(2, 0.01)
+	ts.send(spanWith("shop", gold, 1, 0, ts.now, time.Millisecond, map[string]string{"tier": "gold"}))
+	ts.send(oneSpan("db", gold, 2, 1, ts.now, time.Millisecond))
+
+	plain := traceIDWithRandomness(3, 0.5)
+	ts.send(oneSpan("shop", plain, 1, 0, ts.now, time.Millisecond))
+
+	kept := ts.keptSpans()
+	assert.Empty(t, kept[health], "dropped by the rule, its late error too")
+	assert.Len(t, kept[gold], 2, "kept by the rule, and its later span follows")
+	assert.Empty(t, kept[plain], "below relief's threshold")
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricRuleTraces, ruleAttr("health", "dropped")...))
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricRuleTraces, ruleAttr("vip", "kept")...))
+}
