@@ -188,8 +188,9 @@ func TestImageLayout(t *testing.T) {
 			}
 			for _, f := range shipped {
 				args := []string{"validate", "--config", f}
-				if filepath.Base(f) == "backend.yaml" {
-					args = []string{"validate", "--config", filepath.Join("..", "..", "configs", "tail.yaml"), "--config", f}
+				// Overlays validate over the config they complete.
+				if base, ok := map[string]string{"backend.yaml": "tail.yaml", "gateway-loadbalancing.yaml": "gateway.yaml"}[filepath.Base(f)]; ok {
+					args = []string{"validate", "--config", filepath.Join("..", "..", "configs", base), "--config", f}
 				}
 				cmd := exec.Command(bin, args...)
 				cmd.Env = append(os.Environ(), "OTLP_BACKEND_ENDPOINT=127.0.0.1:4317")
