@@ -18,8 +18,8 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/internal/ring"
 )
 
-// The sampler tier as the chart deploys it: a gateway whose trace_router
-// exporter resolves the samplers' headless Service with its dns resolver,
+// The sampler tier as the chart deploys it (with gateway.router:
+// trace_router): a gateway whose trace_router exporter resolves the samplers' headless Service with its dns resolver,
 // and samplers that resolve the same name (peers_dns) and hand traces over
 // when it changes. The name lives in /etc/hosts inside a network namespace
 // this test creates (ip netns mounts /etc/netns/NAME/hosts over /etc/hosts
@@ -132,7 +132,7 @@ func newNetnsTier(t *testing.T, hosts string, handoff bool, n int) *netnsTier {
 	}
 	nt.publish(addrs...)
 	nt.gateway = startCollector(t, map[string]string{"LOG_LEVEL": "warn", "SAMPLERS_DNS": samplersName},
-		configPath("gateway.yaml"), "integration/testdata/gateway-dns.yaml")
+		configPath("gateway.yaml"), configPath("gateway-tracerouter.yaml"), "integration/testdata/gateway-dns.yaml")
 	return nt
 }
 

@@ -12,14 +12,13 @@
 //	tail_s2  the same with the sampler's buffer S2-compressed
 //	contrib  the same pipeline with contrib's tail_sampling instead
 //	         (bench/testdata/contrib-tail.yaml)
-//	gateway  configs/gateway.yaml, routing by trace ID (trace_router) to
-//	         three OTLP sinks that this process runs (they decompress but
-//	         do not decode)
-//	gateway_contrib
-//	         the same with contrib's load_balancing exporter
-//	         (configs/gateway-loadbalancing.yaml)
-//	gateway_zstd, gateway_none
-//	         the same with zstd or no compression towards the samplers
+//	gateway  configs/gateway.yaml (contrib's load_balancing), routing by
+//	         trace ID to three OTLP sinks that this process runs (they
+//	         decompress but do not decode)
+//	gateway_router
+//	         the same with trace_router (configs/gateway-tracerouter.yaml)
+//	gateway_none, gateway_router_none, …_gzip, …_snappy
+//	         either with another compression towards the samplers
 //
 //	go run ./bench/cmd/loadramp -bin bin/otelcol-cost
 //
@@ -83,7 +82,7 @@ const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Expor
 
 func main() {
 	bin := flag.String("bin", "bin/otelcol-cost", "the built distribution")
-	setups := flag.String("setups", "bare,tail,contrib,gateway,gateway_contrib,gateway_zstd,gateway_none", "comma-separated setups to run")
+	setups := flag.String("setups", "bare,tail,contrib,gateway,gateway_router,gateway_none,gateway_router_none", "comma-separated setups to run")
 	start := flag.Float64("start", 20000, "first offered rate, spans/s")
 	factor := flag.Float64("factor", 1.5, "rate multiplier between steps")
 	steps := flag.Int("steps", 10, "at most this many steps per setup")
@@ -255,27 +254,28 @@ type setup struct {
 	env      []string
 }
 
+// routerOverlay selects the trace_router exporter in configs/gateway.yaml.
+const routerOverlay = "configs/gateway-tracerouter.yaml"
+
 var setupsByName = map[string]setup{
 	"bare": {config: "bench/testdata/bare.yaml"},
 	"tail": {config: "configs/tail.yaml"},
 	// The sampler's buffer held S2-compressed (buffer_compression: s2).
 	"tail_s2": {config: "configs/tail.yaml", env: []string{"BUFFER_COMPRESSION=s2"}},
 	"contrib": {config: "bench/testdata/contrib-tail.yaml"},
-	// configs/gateway.yaml routes with trace_router; gateway_contrib with
-	// contrib's load_balancing (configs/gateway-loadbalancing.yaml).
-	"gateway":         {config: "configs/gateway.yaml", sinks: 3},
-	"gateway_contrib": {config: "configs/gateway.yaml", overlays: []string{"configs/gateway-loadbalancing.yaml"}, sinks: 3},
-	// The gateway's compression towards the samplers (gzip by default).
-	// gzip at level 1 (grpc_gzip): least gateway CPU, ≈ 5% more bytes.
-	"gateway_gzip1":  {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_GZIP_LEVEL=1"}},
-	"gateway_zstd":   {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=zstd"}},
-	"gateway_none":   {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
-	"gateway_snappy": {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=snappy"}},
-	// contrib's load_balancing with each compression.
-	"gateway_contrib_gzip1":  {config: "configs/gateway.yaml", overlays: []string{"configs/gateway-loadbalancing.yaml"}, sinks: 3, env: []string{"SAMPLER_GZIP_LEVEL=1"}},
-	"gateway_contrib_zstd":   {config: "configs/gateway.yaml", overlays: []string{"configs/gateway-loadbalancing.yaml"}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=zstd"}},
-	"gateway_contrib_snappy": {config: "configs/gateway.yaml", overlays: []string{"configs/gateway-loadbalancing.yaml"}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=snappy"}},
-	"gateway_contrib_none":   {config: "configs/gateway.yaml", overlays: []string{"configs/gateway-loadbalancing.yaml"}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
+	// configs/gateway.yaml routes with contrib's load_balancing;
+	// gateway_router with trace_router (configs/gateway-tracerouter.yaml).
+	"gateway":        {config: "configs/gateway.yaml", sinks: 3},
+	"gateway_router": {config: "configs/gateway.yaml", overlays: []string{routerOverlay}, sinks: 3},
+	// The gateway's compression towards the samplers (zstd by default).
+	// gzip at level 1 (grpc_gzip): least gzip CPU, ≈ 5% more bytes.
+	"gateway_gzip1":         {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=gzip", "SAMPLER_GZIP_LEVEL=1"}},
+	"gateway_gzip":          {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=gzip"}},
+	"gateway_snappy":        {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=snappy"}},
+	"gateway_none":          {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
+	"gateway_router_gzip":   {config: "configs/gateway.yaml", overlays: []string{routerOverlay}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=gzip"}},
+	"gateway_router_snappy": {config: "configs/gateway.yaml", overlays: []string{routerOverlay}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=snappy"}},
+	"gateway_router_none":   {config: "configs/gateway.yaml", overlays: []string{routerOverlay}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
 }
 
 // collector is a running binary: where it takes OTLP/gRPC, its process,

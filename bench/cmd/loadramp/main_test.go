@@ -107,7 +107,7 @@ func TestRampMeasuresEverySetup(t *testing.T) {
 	bin := builtBinary(t)
 	reqs, err := buildRequests(4)
 	require.NoError(t, err)
-	for _, name := range []string{"bare", "tail", "contrib", "gateway"} {
+	for _, name := range []string{"bare", "tail", "contrib", "gateway", "gateway_router"} {
 		t.Run(name, func(t *testing.T) {
 			warm, res, err := ramp(bin, setupsByName[name], reqs, rampPlan{start: 4000, factor: 2, steps: 1}, 3*time.Second, 4)
 			require.NoError(t, err)
