@@ -16,6 +16,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rare"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
@@ -57,8 +58,12 @@ type Config struct {
 	// Smoothing is the weight of the newest interval in the rate estimates
 	// (1 = no smoothing).
 	Smoothing float64 `mapstructure:"smoothing"`
-	// MaxServices caps the services the baseline tracks for fairness; the
-	// rest share one entry.
+	// Baseline is what the baseline is fair across.
+	Baseline BaselineConfig `mapstructure:"baseline"`
+	// Rare keeps a whole trace of every fairness key seen within an interval.
+	Rare RareConfig `mapstructure:"rare"`
+	// MaxServices is the former name of baseline.max_keys (deprecated; 0 =
+	// unset).
 	MaxServices int `mapstructure:"max_services"`
 	// ReasonAttribute, when set, is written on each kept trace's root span
 	// with the reason it was kept.
@@ -75,6 +80,21 @@ type Config struct {
 	// overloaded, instead of buffering them (see relief.go).
 	StressRelief StressReliefConfig `mapstructure:"stress_relief"`
 }
+
+// BaselineConfig is the baseline's fairness key and its bound.
+type BaselineConfig struct {
+	// Keys make a trace's fairness key, read from its root span (or, without
+	// one, its longest span): attributes (the resource's, else the span's),
+	// span.name, span.kind or status.code. Max-min fairness is across keys.
+	Keys []string `mapstructure:"keys"`
+	// MaxKeys bounds the keys tracked; past it, the quietest fold into one
+	// _other key.
+	MaxKeys int `mapstructure:"max_keys"`
+}
+
+// RareConfig keeps, within every interval, the first trace decided of each
+// fairness key whole, with probability 1 (internal/rare).
+type RareConfig = rare.Config
 
 // StressReliefConfig is when and how new traces are decided at arrival
 // (internal/relief).
@@ -110,6 +130,7 @@ type ErrorsConfig struct {
 const (
 	groupBySpanName = split.GroupBySpanName
 	defaultMaxTrace = 100_000
+	defaultMaxKeys  = 10_000
 )
 
 // Buffer compression modes (buffer_compression).
@@ -158,7 +179,10 @@ func createDefaultConfig() *Config {
 		},
 		AdjustInterval: 5 * time.Second,
 		Smoothing:      0.7,
-		MaxServices:    10_000,
+		Baseline: BaselineConfig{
+			Keys:    []string{"service.name"},
+			MaxKeys: defaultMaxKeys,
+		},
 		Handoff:        defaultHandoffConfig(),
 		StressRelief:   relief.DefaultConfig(),
 	}
@@ -184,6 +208,15 @@ func defaultHandoffConfig() HandoffConfig {
 		QueueSize:       50_000,
 		ShutdownTimeout: 20 * time.Second,
 	}
+}
+
+// maxKeys is baseline.max_keys, or the deprecated max_services when only
+// that was set.
+func (c *Config) maxKeys() int {
+	if c.MaxServices > 0 && c.Baseline.MaxKeys == defaultMaxKeys {
+		return c.MaxServices
+	}
+	return c.Baseline.MaxKeys
 }
 
 // Validate reports every invalid field by name.
@@ -227,7 +260,19 @@ func (c *Config) Validate() error {
 	// would need ≈ 250 GB anyway.
 	inRange("decision_cache.sampled_size", c.DecisionCache.SampledSize, 1, math.MaxInt32)
 	inRange("decision_cache.not_sampled_size", c.DecisionCache.NotSampledSize, 1, math.MaxInt32)
-	atLeast("max_services", c.MaxServices, 1)
+	atLeast("baseline.max_keys", c.Baseline.MaxKeys, 1)
+	if c.MaxServices != 0 {
+		atLeast("max_services", c.MaxServices, 1)
+		if c.Baseline.MaxKeys != defaultMaxKeys && c.Baseline.MaxKeys != c.MaxServices {
+			errs = append(errs, fmt.Errorf("max_services: is the former name of baseline.max_keys; set only baseline.max_keys (got %d and %d)", c.MaxServices, c.Baseline.MaxKeys))
+		}
+	}
+	if len(c.Baseline.Keys) == 0 {
+		errs = append(errs, errors.New("baseline.keys: at least one key is required (the default is [service.name])"))
+	} else if _, err := split.ParseKeys("baseline.keys", c.Baseline.Keys); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, c.Rare.Check(c.DecisionWait)...)
 	atLeast("num_shards", c.NumShards, 0)
 	if !(c.Smoothing > 0 && c.Smoothing <= 1) {
 		errs = append(errs, fmt.Errorf("smoothing: must be in (0, 1], got %v", c.Smoothing))

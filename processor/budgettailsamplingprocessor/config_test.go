@@ -49,6 +49,9 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, "zstd", string(full.Handoff.Client.Compression))
 	assert.Equal(t, 10*time.Second, full.Handoff.Window)
 	assert.Equal(t, 3*time.Second, full.Handoff.RetryOnFailure.MaxElapsedTime)
+	assert.Equal(t, []string{"service.name", "http.route", "http.response.status_code"}, full.Baseline.Keys)
+	assert.Equal(t, 2000, full.Baseline.MaxKeys)
+	assert.Equal(t, time.Minute, full.Rare.Interval)
 	assert.Equal(t, StressReliefConfig{Mode: "always", ActivationLevel: 85, DeactivationLevel: 60,
 		MinimumActivationDuration: 30 * time.Second, MinimumDeactivationDuration: 5 * time.Second, MemoryLimitMiB: 1536}, full.StressRelief)
 
@@ -139,4 +142,28 @@ func TestStressReliefConfigErrorsNameTheField(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "stress_relief.activation_level: must be a percentage in (0, 100], got 150")
 	assert.Equal(t, "monitor", createDefaultConfig().StressRelief.Mode, "on by default")
+}
+
+func TestKeysAndRareConfigErrorsNameTheField(t *testing.T) {
+	err := confmap.Validate(loadConfig(t, "bad_keys"))
+	require.Error(t, err)
+	for _, want := range []string{
+		`baseline.keys[1]: "attributes[\"http.route\"]" is not a key`,
+		`baseline.keys[2]: "root.http.route" is not a key: keys are always read from the trace's root span`,
+		`baseline.keys[3]: "span.status" is not a key: the span fields are span.name, span.kind and status.code`,
+		`baseline.keys[4]: "service.name" is listed twice`,
+		"baseline.max_keys: must be ≥ 1, got 0",
+		"rare.interval: must be 0 (off) or ≥ decision_wait (15s), got 10s",
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+	cfg := testConfig()
+	cfg.Baseline.Keys = nil
+	assert.ErrorContains(t, confmap.Validate(cfg), "baseline.keys: at least one key is required")
+
+	old := loadConfig(t, "deprecated_max_services")
+	require.NoError(t, confmap.Validate(old), "the former name still loads")
+	assert.Equal(t, 50, old.maxKeys())
+	old.Baseline.MaxKeys = 70
+	assert.ErrorContains(t, confmap.Validate(old), "max_services: is the former name of baseline.max_keys")
 }

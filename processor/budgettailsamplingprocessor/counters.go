@@ -23,6 +23,8 @@ type counters struct {
 	rules           []ruleCounters // per rule
 	// relief counts the spans of new traces decided at arrival, by decision.
 	relief [2]int64
+	// keyFolds counts traces booked under _other past baseline.max_keys.
+	keyFolds int64
 }
 
 // ruleCounters are one rule's totals.
@@ -66,6 +68,7 @@ func (c *counters) add(o *counters) {
 		c.invalid[i] += o.invalid[i]
 	}
 	c.droppedTooEarly += o.droppedTooEarly
+	c.keyFolds += o.keyFolds
 	c.relief[0] += o.relief[0]
 	c.relief[1] += o.relief[1]
 	for i := range c.overflow {
@@ -141,6 +144,7 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 		o.ObserveFloat64(t.ServiceBaseline, pr.P, metric.WithAttributeSet(attribute.NewSet(attribute.String("service_name", svc))))
 	})
 	o.ObserveInt64(t.Peers, p.adj.Peers())
+	o.ObserveInt64(t.KeyFolds, c.keyFolds)
 	p.observeRelief(o, &c)
 	if p.handoff != nil {
 		p.handoff.Observe(t, o)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
@@ -97,7 +98,8 @@ func (p *budgetTailSampler) expired(t *tracebuf.Trace, now time.Time) bool {
 // early one was forced. Called with sh.mu held; t is released.
 //
 // Classes in order: drop rules, errors, keep rules, latency outliers, then
-// sample rules and the baseline. Each class's probability is conditional on
+// sample rules and the baseline; with rare on, a key's first trace in the
+// interval is kept whatever its class gave it. Each class's probability is conditional on
 // what arrived: a trace that came head-sampled at T_in is kept at
 // T_out = P2T(p · T2P(T_in)) (OTEP 235).
 func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, cause traceinfo.Reason, out *forward.Kept) {
@@ -120,22 +122,38 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	held := sh.Held(t)
 	// Every trace teaches its group's durations, errors included.
 	outlier := p.groups.Observe(held.Group, t.Dur, outliers.TieBreak(t.ID), now)
-	d := traceinfo.Decided{Service: pol.BookedService(held.Service), Class: traceinfo.ReasonBaseline, Rule: -1,
+	key := pol.BookedKey(held.Key)
+	d := traceinfo.Decided{Service: key, Class: traceinfo.ReasonBaseline, Rule: -1,
 		At: now.UnixNano(), Recent: t.LastFingerprints()}
-	prob := pol.Baseline(held.Service)
+	prob := pol.Baseline(held.Key)
 	reasonText := traceinfo.ReasonNames[traceinfo.ReasonBaseline]
 	switch {
 	case t.HasError:
-		d.Class, prob, reasonText = traceinfo.ReasonError, pol.ErrorProbability(held.Service), traceinfo.ReasonNames[traceinfo.ReasonError]
+		d.Class, prob, reasonText = traceinfo.ReasonError, pol.ErrorProbability(held.Key), traceinfo.ReasonNames[traceinfo.ReasonError]
 	case matched != nil && matched.Action == rules.ActionKeep:
-		d.Class, d.Rule, prob, reasonText = traceinfo.ReasonRule, int16(ruleIdx), traceinfo.Higher(pol.Keep(ruleIdx), pol.Baseline(held.Service)), matched.Reason
+		d.Class, d.Rule, prob, reasonText = traceinfo.ReasonRule, int16(ruleIdx), traceinfo.Higher(pol.Keep(ruleIdx), pol.Baseline(held.Key)), matched.Reason
 	case outlier:
-		d.Class, prob, reasonText = traceinfo.ReasonOutlier, pol.OutlierProbability(held.Service), traceinfo.ReasonNames[traceinfo.ReasonOutlier]
+		d.Class, prob, reasonText = traceinfo.ReasonOutlier, pol.OutlierProbability(held.Key), traceinfo.ReasonNames[traceinfo.ReasonOutlier]
 	case matched != nil && matched.Weighted:
 		// Booked as its own entry of the fair baseline, with its weight.
 		d.Service, d.Rule, prob, reasonText = matched.Key, int16(ruleIdx), pol.Baseline(matched.Key), matched.Reason
 	case matched != nil:
 		d.Class, d.Rule, prob, reasonText = traceinfo.ReasonRule, int16(ruleIdx), matched.Prob, matched.Reason
+	}
+	if key == policy.OtherKeys && held.Key != policy.OtherKeys {
+		sh.counters.keyFolds++
+	}
+	if p.rare != nil {
+		// Asked whatever the class: which trace is a key's first in the
+		// interval must not depend on its randomness, or th would not weigh
+		// the kept ones right (internal/rare).
+		due, tracked := p.rare.Due(key, now.UnixNano())
+		if !tracked {
+			sh.counters.keyFolds++
+		}
+		if due && prob.P < 1 {
+			d.Class, d.Rule, prob, reasonText = traceinfo.ReasonRare, -1, traceinfo.Always, traceinfo.ReasonNames[traceinfo.ReasonRare]
+		}
 	}
 	th := traceinfo.Downstream(t.InThreshold(), prob.P)
 	keep := th.ShouldSample(t.Randomness(t.ID))
@@ -148,7 +166,9 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	case d.Class == traceinfo.ReasonRule && matched.Action == rules.ActionKeep:
 		sh.counters.overflow[traceinfo.ClassRule]++
 	}
-	sh.volumes.Book(d, p.unit.Volume(t.Spans, t.Bytes+t.StampBytes), keep, p.cfg.MaxServices)
+	if sh.volumes.Book(d, p.unit.Volume(t.Spans, t.Bytes+t.StampBytes), keep, p.maxKeys) {
+		sh.counters.keyFolds++
+	}
 	r := d.Class
 	if d.Rule >= 0 {
 		r = traceinfo.ReasonRule

@@ -194,7 +194,7 @@ func (p *budgetTailSampler) adoptDecision(sh *shard, id pcommon.TraceID, rec han
 				out.Add(chunks, d.Th, "", t.Bytes+t.StampBytes)
 			}
 			sh.counters.countLate(dec, traceinfo.ReasonLateSpan, t.Spans, t.Bytes)
-			sh.volumes.Book(d, p.unit.Volume(t.Spans, t.Bytes+t.StampBytes), rec.Sampled, p.cfg.MaxServices)
+			sh.volumes.Book(d, p.unit.Volume(t.Spans, t.Bytes+t.StampBytes), rec.Sampled, p.maxKeys)
 		}
 		sh.Release(t)
 	}

@@ -203,7 +203,7 @@ func (p *budgetTailSampler) lateSize(sh *shard, f *split.Fragment, priming bool)
 // it counts against the budget like the rest of the trace.
 func (p *budgetTailSampler) followSampled(sh *shard, f *split.Fragment, d traceinfo.Decided, z size, out *forward.Kept) {
 	sh.counters.countLate(traceinfo.Sampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
-	sh.volumes.Book(d, z.vol, true, p.cfg.MaxServices)
+	sh.volumes.Book(d, z.vol, true, p.maxKeys)
 	out.AddLate(f.Encoded, d.Th, f.Bytes+f.StampBytes)
 }
 
@@ -229,12 +229,12 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tra
 			late := traceinfo.Decided{Th: th, Service: d.Service, Class: traceinfo.ReasonError, Rule: -1, At: d.At, Recent: d.Recent}
 			sh.Record(f.ID, traceinfo.Sampled, late, k, true)
 			sh.counters.countLate(traceinfo.Sampled, traceinfo.ReasonLateError, f.Spans, z.bytes)
-			sh.volumes.Book(late, z.vol, true, p.cfg.MaxServices)
+			sh.volumes.Book(late, z.vol, true, p.maxKeys)
 			out.AddLate(f.Encoded, th, f.Bytes+f.StampBytes)
 			return
 		}
 		sh.counters.overflow[traceinfo.ClassError]++
 	}
 	sh.counters.countLate(traceinfo.NotSampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
-	sh.volumes.Book(d, z.vol, false, p.cfg.MaxServices)
+	sh.volumes.Book(d, z.vol, false, p.maxKeys)
 }

@@ -33,6 +33,7 @@ var layers = map[string][]string{
 	"internal/forward":   {"internal/spanmem", "/internal/otlpwire", "/internal/otep235", "/internal/spanwalk"},
 	"internal/handoff":   {"internal/metadata", "internal/traceinfo", "/internal/ring"},
 	"internal/relief":    {"internal/traceinfo"},
+	"internal/rare":      nil,
 }
 
 // importsOf lists what dir's non-test files import of this module, relative

@@ -23,6 +23,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/names"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rare"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
@@ -54,6 +55,10 @@ type budgetTailSampler struct {
 	splitter *split.Splitter
 	adj      *policy.Adjuster
 	fwd      *forward.Forwarder
+	// maxKeys bounds the fairness keys (baseline.max_keys).
+	maxKeys int
+	// rare is nil unless rare.interval is set.
+	rare *rare.Tracker
 
 	// handoff is nil unless handoff.enabled.
 	handoff *handoff.Handoff
@@ -121,10 +126,24 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		totals: spanmem.NewTotals(cfg.MaxTraces, cfg.MaxBufferedBytes, n, cfg.BufferMemory == bufferMemoryMapped),
 		stop:   make(chan struct{}),
 	}
+	keys, err := split.ParseKeys("baseline.keys", cfg.Baseline.Keys)
+	if err != nil {
+		return nil, err
+	}
+	if split.IsServiceOnly(keys) {
+		keys = nil // the default reads service.name only, without building a key
+	}
+	p.maxKeys = cfg.maxKeys()
+	if cfg.MaxServices > 0 {
+		set.Logger.Warn("max_services is deprecated: set baseline.max_keys instead", zap.Int("max_services", cfg.MaxServices))
+	}
+	if cfg.Rare.Enabled() {
+		p.rare = rare.New(cfg.Rare.Interval, p.maxKeys)
+	}
 	p.splitter = split.New(split.Settings{HTTPServerErrors: cfg.Errors.HTTPServerErrors, GroupBy: cfg.Outliers.GroupBy,
-		Rules: rs, Names: names.New()})
+		Keys: keys, Rules: rs, Names: names.New()})
 	p.adj = policy.NewAdjuster(policy.Settings{Budget: cfg.Budget, AdjustInterval: cfg.AdjustInterval,
-		Smoothing: cfg.Smoothing, MaxServices: cfg.MaxServices}, rs, p.drain)
+		Smoothing: cfg.Smoothing, MaxKeys: p.maxKeys}, rs, p.drain)
 	p.fwd = p.newForwarder(next)
 	per := func(total int) int { return max(1, (total+n-1)/n) }
 	for range n {

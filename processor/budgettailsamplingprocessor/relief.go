@@ -29,7 +29,7 @@ import (
 func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragment, sh *shard, now time.Time, scratch *[]byte, out *forward.Kept) bool {
 	pol := p.adj.Policy()
 	pr := p.relief.Probability()
-	d := traceinfo.Decided{Service: pol.BookedService(f.Service), Class: traceinfo.ReasonBaseline, Rule: -1,
+	d := traceinfo.Decided{Service: pol.BookedKey(f.Key), Class: traceinfo.ReasonBaseline, Rule: -1,
 		At: now.UnixNano(), Recent: [2]uint64{f.FP}}
 	reason := traceinfo.ReasonRelief
 	dropped := false
@@ -83,7 +83,7 @@ func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragmen
 	if !dropped {
 		// Booked like a tail decision, so the policy keeps learning the
 		// traffic; a drop rule's traces stay outside the budget.
-		sh.volumes.Book(d, vol, keep, p.cfg.MaxServices)
+		sh.volumes.Book(d, vol, keep, p.maxKeys)
 	}
 	if d.Rule >= 0 {
 		sh.counters.rules[d.Rule].decided(keep)

@@ -44,6 +44,7 @@ const (
 	MetricReliefSpans       = prefix + "stress_relief_spans"
 	MetricReliefActivations = prefix + "stress_relief_activations"
 	MetricReliefProbability = prefix + "stress_relief_probability"
+	MetricKeyFolds          = prefix + "baseline_key_folds"
 )
 
 // Telemetry holds the processor's instruments. Counters are observable: the
@@ -81,6 +82,7 @@ type Telemetry struct {
 	ReliefSpans       metric.Int64ObservableCounter
 	ReliefActivations metric.Int64ObservableCounter
 	ReliefProb        metric.Float64ObservableGauge
+	KeyFolds          metric.Int64ObservableCounter
 	DecisionLatency   metric.Float64Histogram
 }
 
@@ -90,7 +92,7 @@ func (t *Telemetry) Observables() []metric.Observable {
 		t.BufferedTraces, t.BufferedBytes, t.BufferedSpans, t.BudgetUtilization, t.EgressToBooked, t.BaselineProb, t.Peers, t.PriorityOverflow, t.ForwardFailed,
 		t.RuleTraces, t.RuleErrors, t.ServiceBaseline,
 		t.HandoffTraces, t.HandoffSpans, t.HandoffDecisions, t.HandoffProxied, t.HandoffFailed, t.RingMembers, t.RingChanges,
-		t.ReliefActive, t.ReliefLevel, t.ReliefSpans, t.ReliefActivations, t.ReliefProb}
+		t.ReliefActive, t.ReliefLevel, t.ReliefSpans, t.ReliefActivations, t.ReliefProb, t.KeyFolds}
 }
 
 // NewTelemetry creates the instruments on the collector's meter provider.
@@ -98,7 +100,7 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	m := set.MeterProvider.Meter(ScopeName)
 	t := &Telemetry{Meter: m}
 	b := instruments.New(m)
-	t.Traces = b.Int64ObservableCounter(MetricTraces, "Traces decided, by decision (sampled, not_sampled) and reason (error, outlier, baseline, forced, span_limit, late_span, late_error).", "{trace}")
+	t.Traces = b.Int64ObservableCounter(MetricTraces, "Traces decided, by decision (sampled, not_sampled) and reason (error, outlier, baseline, forced, span_limit, late_span, late_error, rule, stress_relief, rare).", "{trace}")
 	t.Spans = b.Int64ObservableCounter(MetricSpans, "Spans decided, by decision.", "{span}")
 	t.Bytes = b.Int64ObservableCounter(MetricBytes, "OTLP bytes decided, by decision.", "By")
 	t.DroppedTooEarly = b.Int64ObservableCounter(MetricDroppedTooEarly, "Traces released without a policy decision (only when shutdown runs out of time).", "{trace}")
@@ -122,7 +124,8 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.EgressToBooked = b.Float64ObservableGauge(MetricEgressToBooked, "OTLP bytes of kept traces as they leave (merged per resource and scope) over what their decisions booked (fragments as buffered), smoothed; 1 with a spans budget. Bytes and money budgets are held on what leaves.", "1")
 	t.BaselineProb = b.Float64ObservableGauge(MetricBaselineProb, "Baseline sampling probability, volume-weighted over services.", "1")
 	t.Peers = b.Int64ObservableGauge(MetricPeers, "Sampler instances the budget is divided among.", "{instance}")
-	t.ServiceBaseline = b.Float64ObservableGauge(MetricServiceBaseline, "Baseline sampling probability of each service the policy tracks (at most max_services, the rest as _other), conditional on what arrives.", "1")
+	t.ServiceBaseline = b.Float64ObservableGauge(MetricServiceBaseline, "Baseline sampling probability of each fairness key the policy tracks (label service_name: the service name, or the baseline.keys values joined by |; at most baseline.max_keys, the rest as _other), conditional on what arrives.", "1")
+	t.KeyFolds = b.Int64ObservableCounter(MetricKeyFolds, "Traces whose fairness key was booked under _other because baseline.max_keys keys were tracked already (by the policy, an interval's volumes or rare's table).", "{trace}")
 	t.ReliefActive = b.Int64ObservableGauge(MetricReliefActive, "1 while stress relief decides new traces at arrival, with the reason (buffer_traces, buffer_bytes, arrival_rate, memory: the highest load level; always: mode always); 0 with reason none otherwise.", "")
 	t.ReliefLevel = b.Float64ObservableGauge(MetricReliefLevel, "Load levels stress relief watches, as fractions of their bounds, by signal (buffer_traces, buffer_bytes, arrival_rate: the buffer the arrival rate would fill, memory: Go heap over memory_limit_mib).", "1")
 	t.ReliefSpans = b.Int64ObservableCounter(MetricReliefSpans, "Spans of new traces decided at arrival by stress relief, by decision (sampled, not_sampled); later spans of those traces are late_spans.", "{span}")

@@ -1,5 +1,5 @@
-// Package names interns the service names and outlier-group keys of the
-// whole processor, and the (service, group) pairs a trace is booked under.
+// Package names interns the fairness keys and outlier-group keys of the
+// whole processor, and the (key, group) pairs a trace is booked under.
 //
 // It owns the table and its bound. It must not know spans, traces or where
 // a name came from: callers build keys (AppendPairKey) and look them up.
@@ -13,7 +13,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
-// Table interns service names and outlier-group keys for the whole
+// Table interns fairness keys and outlier-group keys for the whole
 // processor: buffered traces and up to millions of decision-cache entries
 // then share a few thousand strings instead of each holding its own (objects
 // the collector's GC would mark), and a group key is looked up from the bytes
@@ -21,7 +21,7 @@ import (
 // shard held a copy of each name per shard and, with thousands of services,
 // kept overflowing.
 //
-// A trace's two names, its service and its group, are also interned as a
+// A trace's two names, its fairness key and its group, are also interned as a
 // pair, so that a fragment finds both with one lookup.
 type Table struct {
 	seed    maphash.Seed
@@ -58,12 +58,12 @@ func New() *Table {
 	return n
 }
 
-// AppendPairKey starts a pair key in b with the service name; the caller
+// AppendPairKey starts a pair key in b with the fairness key; the caller
 // appends the group key after it. The length prefix keeps ("a\x1fb", "c")
 // and ("a", "b\x1fc") apart.
-func AppendPairKey(b []byte, service []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(service)))
-	return append(b, service...)
+func AppendPairKey(b []byte, key []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	return append(b, key...)
 }
 
 // Pair returns the interned names of key (see AppendPairKey). A known pair
@@ -77,9 +77,9 @@ func (n *Table) Pair(key []byte) traceinfo.Names {
 	if ok {
 		return tn
 	}
-	serviceLen, prefix := binary.Uvarint(key)
-	service := key[prefix : prefix+int(serviceLen)]
-	tn = traceinfo.Names{Service: n.Intern(service), Group: n.Intern(key[prefix+len(service):])}
+	keyLen, prefix := binary.Uvarint(key)
+	fair := key[prefix : prefix+int(keyLen)]
+	tn = traceinfo.Names{Key: n.Intern(fair), Group: n.Intern(key[prefix+len(fair):])}
 	st.mu.Lock()
 	if len(st.m) >= maxNamesPerStripe {
 		clear(st.m)

@@ -45,8 +45,8 @@ func TestNamePairsKeepServiceAndGroupApart(t *testing.T) {
 	key := func(service, group string) []byte { return append(AppendPairKey(nil, []byte(service)), group...) }
 	a := n.Pair(key("a\x1fb", "c"))
 	b := n.Pair(key("a", "b\x1fc"))
-	assert.Equal(t, traceinfo.Names{Service: "a\x1fb", Group: "c"}, a)
-	assert.Equal(t, traceinfo.Names{Service: "a", Group: "b\x1fc"}, b)
+	assert.Equal(t, traceinfo.Names{Key: "a\x1fb", Group: "c"}, a)
+	assert.Equal(t, traceinfo.Names{Key: "a", Group: "b\x1fc"}, b)
 	assert.Equal(t, a, n.Pair(key("a\x1fb", "c")))
 
 	for i := range 200_000 {

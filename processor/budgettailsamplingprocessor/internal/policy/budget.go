@@ -11,8 +11,8 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
-// OtherServices is the key services past max_services are booked under.
-const OtherServices = "_other"
+// OtherKeys is the key the fairness keys past max_keys are booked under.
+const OtherKeys = "_other"
 
 type probability = traceinfo.Probability
 
@@ -102,8 +102,8 @@ type Policy struct {
 	// services holds the baseline services and weighted sample rules.
 	services   map[string]probability
 	newService probability
-	// other is the probability of services booked under _other once the
-	// estimator tracks max_services of them (full).
+	// other is the probability of keys booked under _other once the
+	// estimator tracks max_keys of them (full).
 	other       probability
 	full        bool
 	errors      probability
@@ -149,12 +149,12 @@ func (p *Policy) EachService(f func(service string, pr traceinfo.Probability)) {
 	}
 }
 
-// BookedService is the name a service's volume is booked under.
-func (p *Policy) BookedService(service string) string {
+// BookedKey is the name a service's volume is booked under.
+func (p *Policy) BookedKey(service string) string {
 	if _, ok := p.services[service]; ok || !p.full {
 		return service
 	}
-	return OtherServices
+	return OtherKeys
 }
 
 // Baseline is the service's baseline probability.
@@ -191,11 +191,21 @@ func (p *Policy) OutlierProbability(service string) probability {
 type estimator struct {
 	smoothing   float64
 	maxShare    float64
-	maxServices int
-	baseline    map[string]float64 // smoothed rate per service
+	maxKeys int
+	baseline    map[string]float64 // smoothed rate per fairness key
+	// slow is each key's rate smoothed over about a minute, and steady the
+	// intervals in a row the key had traffic in. An intermittent key (not
+	// steady for steadyIntervals) is sampled at max(baseline, slow): with a
+	// trace every few intervals it reads 0 in most of them and would be
+	// kept whole between its traces, and hundreds of such keys together go
+	// well over budget; the slow rate holds its true rate. A steady key
+	// follows its fast rate, so a drop in load is followed at once.
+	slow   map[string]float64
+	steady map[string]int
 	errors      float64
 	outliers    float64
 	rules       []float64 // smoothed rate per keep and fixed-probability sample rule
+	rare        float64
 	ruleSet     *rules.Set
 	kept        float64
 	primed      bool
@@ -208,15 +218,17 @@ type estimator struct {
 }
 
 func newEstimator(s Settings, rs *rules.Set) *estimator {
-	return &estimator{smoothing: s.Smoothing, maxShare: s.Budget.MaxPriorityShare, maxServices: s.MaxServices,
-		baseline: map[string]float64{}, rules: make([]float64, rs.Len()), ruleSet: rs, correction: 1}
+	return &estimator{smoothing: s.Smoothing, maxShare: s.Budget.MaxPriorityShare, maxKeys: s.MaxKeys,
+		baseline: map[string]float64{}, slow: map[string]float64{}, steady: map[string]int{}, rules: make([]float64, rs.Len()), ruleSet: rs, correction: 1}
 }
 
 // reset forgets the rates (after an idle spell) but keeps the correction,
 // which describes the estimator's bias, not the traffic.
 func (e *estimator) reset() {
 	e.baseline = map[string]float64{}
-	e.errors, e.outliers, e.kept = 0, 0, 0
+	e.slow = map[string]float64{}
+	e.steady = map[string]int{}
+	e.errors, e.outliers, e.rare, e.kept = 0, 0, 0, 0
 	e.rules = make([]float64, len(e.rules))
 	e.primed = false
 	e.binding = false
@@ -229,24 +241,47 @@ func (e *estimator) ewma(old, cur float64) float64 {
 	return e.smoothing*cur + (1-e.smoothing)*old
 }
 
+// slowSmoothing is the slow rates' weight of the newest interval: with the
+// default 5 s interval, a memory of about a minute.
+const slowSmoothing = 0.08
+
+// steadyIntervals is how many intervals in a row with traffic make a key
+// steady (about a minute at the default interval).
+const steadyIntervals = 12
+
+func (e *estimator) slowEWMA(old, cur float64) float64 {
+	if !e.primed {
+		return cur
+	}
+	return slowSmoothing*cur + (1-slowSmoothing)*old
+}
+
 // update folds one interval's volumes (over secs seconds) into the rates
 // and returns the policy for a per-instance budget of share units/s.
 func (e *estimator) update(v Volumes, secs, share float64) *Policy {
 	for svc, old := range e.baseline {
 		if _, ok := v.baseline[svc]; !ok {
-			if r := e.ewma(old, 0); r > 1e-12 {
-				e.baseline[svc] = r
-			} else {
+			e.baseline[svc] = e.ewma(old, 0)
+			e.slow[svc] = e.slowEWMA(e.slow[svc], 0)
+			e.steady[svc] = 0
+			if e.slow[svc] < 1e-9 {
 				delete(e.baseline, svc)
+				delete(e.slow, svc)
+				delete(e.steady, svc)
 			}
 		}
 	}
 	for svc, vol := range v.baseline {
 		e.baseline[svc] = e.ewma(e.baseline[svc], vol/secs)
+		e.slow[svc] = e.slowEWMA(e.slow[svc], vol/secs)
+		e.steady[svc]++
 	}
-	e.capServices()
+	e.capKeys()
 	e.errors = e.ewma(e.errors, v.errors/secs)
 	e.outliers = e.ewma(e.outliers, v.outliers/secs)
+	// Rare traces come in a burst as each interval of rare starts: their
+	// rate is the slow one, over about a minute.
+	e.rare = e.slowEWMA(e.rare, v.rare/secs)
 	for i := range e.rules {
 		if i < len(v.rules) {
 			e.rules[i] = e.ewma(e.rules[i], v.rules[i]/secs)
@@ -261,7 +296,7 @@ func (e *estimator) update(v Volumes, secs, share float64) *Policy {
 	}
 	e.primed = true
 
-	pol := &Policy{services: make(map[string]probability, len(e.baseline)), full: len(e.baseline) >= e.maxServices}
+	pol := &Policy{services: make(map[string]probability, len(e.baseline)), full: len(e.baseline) >= e.maxKeys}
 	if share > 0 {
 		pol.utilization = e.kept / share
 	}
@@ -291,12 +326,21 @@ func (e *estimator) update(v Volumes, secs, share float64) *Policy {
 	}
 	pol.outliers = fraction(capacity-used, e.outliers)
 	used += math.Min(e.outliers, math.Max(capacity-used, 0))
-	remaining := (share - used - fixed) * e.correction
-	level := waterLevel(e.baseline, e.weight, remaining)
+	// Rare traces are kept whatever the budget (one per key and interval):
+	// the baseline shares what they leave.
+	remaining := (share - used - fixed - e.rare) * e.correction
+	rates := make(map[string]float64, len(e.baseline))
+	for svc, r := range e.baseline {
+		rates[svc] = r
+		if e.steady[svc] < steadyIntervals {
+			rates[svc] = max(r, e.slow[svc])
+		}
+	}
+	level := waterLevel(rates, e.weight, remaining)
 	e.binding = !math.IsInf(level, 1)
 	var total, keptBase float64
 	services := 0
-	for svc, r := range e.baseline {
+	for svc, r := range rates {
 		pr := fraction(level*e.weight(svc), r)
 		pol.services[svc] = pr
 		if !isRuleKey(svc) {
@@ -314,7 +358,7 @@ func (e *estimator) update(v Volumes, secs, share float64) *Policy {
 		pol.newService = fraction(level, total/float64(max(services, 1)))
 	}
 	pol.other = pol.newService
-	if pr, ok := pol.services[OtherServices]; ok {
+	if pr, ok := pol.services[OtherKeys]; ok {
 		pol.other = pr
 	}
 	return pol
@@ -338,27 +382,30 @@ func (e *estimator) weight(key string) float64 {
 	return 1
 }
 
-// capServices keeps max_services rates: the smallest are merged into _other
+// capKeys keeps max_keys rates: the smallest are merged into _other
 // (shards book independently, so together they may have seen more).
 // Weighted sample rules are not services and are never merged.
-func (e *estimator) capServices() {
+func (e *estimator) capKeys() {
 	type kv struct {
 		svc  string
 		rate float64
 	}
 	all := make([]kv, 0, len(e.baseline))
 	for svc, r := range e.baseline {
-		if svc != OtherServices && !isRuleKey(svc) {
+		if svc != OtherKeys && !isRuleKey(svc) {
 			all = append(all, kv{svc, r})
 		}
 	}
-	if len(all) <= e.maxServices {
+	if len(all) <= e.maxKeys {
 		return
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].rate > all[j].rate })
-	for _, x := range all[e.maxServices-1:] {
-		e.baseline[OtherServices] += x.rate
+	for _, x := range all[e.maxKeys-1:] {
+		e.baseline[OtherKeys] += x.rate
+		e.slow[OtherKeys] += e.slow[x.svc]
 		delete(e.baseline, x.svc)
+		delete(e.slow, x.svc)
+		delete(e.steady, x.svc)
 	}
 }
 
@@ -393,9 +440,10 @@ func waterLevel(rates map[string]float64, weight func(string) float64, budget fl
 // Volumes is what one adjust interval saw, in budget units: every span
 // decided, late spans included, booked to the class and service of its trace.
 type Volumes struct {
-	baseline map[string]float64 // per service (and weighted sample rule), traces that were not priority
+	baseline map[string]float64 // per fairness key (and weighted sample rule), traces that were not priority
 	errors   float64
 	outliers float64
+	rare     float64
 	rules    []float64 // per keep rule and fixed-probability sample rule
 	kept     float64
 }
@@ -406,7 +454,7 @@ func NewVolumes(rules int) Volumes {
 }
 
 func (v *Volumes) empty() bool {
-	if len(v.baseline) > 0 || v.errors != 0 || v.outliers != 0 {
+	if len(v.baseline) > 0 || v.errors != 0 || v.outliers != 0 || v.rare != 0 {
 		return false
 	}
 	for _, x := range v.rules {
@@ -424,6 +472,7 @@ func (v *Volumes) Add(o *Volumes) {
 	}
 	v.errors += o.errors
 	v.outliers += o.outliers
+	v.rare += o.rare
 	if len(v.rules) < len(o.rules) {
 		v.rules = append(v.rules, make([]float64, len(o.rules)-len(v.rules))...)
 	}
@@ -434,7 +483,7 @@ func (v *Volumes) Add(o *Volumes) {
 }
 
 func (v *Volumes) total() float64 {
-	t := v.errors + v.outliers
+	t := v.errors + v.outliers + v.rare
 	for _, x := range v.baseline {
 		t += x
 	}
@@ -451,6 +500,7 @@ func (v *Volumes) scale(f float64) {
 	}
 	v.errors *= f
 	v.outliers *= f
+	v.rare *= f
 	for i := range v.rules {
 		v.rules[i] *= f
 	}
@@ -465,9 +515,11 @@ func (v *Volumes) scaleAll(f float64) {
 	v.kept *= f
 }
 
-// Book adds vol to the class (and service, or rule) a trace was decided in.
-func (v *Volumes) Book(d traceinfo.Decided, vol float64, kept bool, maxServices int) {
-	service := d.Service
+// Book adds vol to the class (and fairness key, or rule) a trace was
+// decided in. It reports whether the key was folded into _other because
+// this interval's volumes already hold maxKeys keys.
+func (v *Volumes) Book(d traceinfo.Decided, vol float64, kept bool, maxKeys int) (folded bool) {
+	key := d.Service
 	switch d.Class {
 	case traceinfo.ReasonError:
 		v.errors += vol
@@ -475,15 +527,18 @@ func (v *Volumes) Book(d traceinfo.Decided, vol float64, kept bool, maxServices 
 		v.outliers += vol
 	case traceinfo.ReasonRule:
 		v.rules[d.Rule] += vol
+	case traceinfo.ReasonRare:
+		v.rare += vol
 	default:
-		if _, ok := v.baseline[service]; !ok && len(v.baseline) >= maxServices && !isRuleKey(service) {
-			service = OtherServices
+		if _, ok := v.baseline[key]; !ok && len(v.baseline) >= maxKeys && !isRuleKey(key) {
+			key, folded = OtherKeys, key != OtherKeys
 		}
-		v.baseline[service] += vol
+		v.baseline[key] += vol
 	}
 	if kept {
 		v.kept += vol
 	}
+	return folded
 }
 
 // Baseline is the volume per baseline service (and weighted rule).

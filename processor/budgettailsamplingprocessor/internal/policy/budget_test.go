@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -22,7 +24,7 @@ func settings(spansPerSecond float64) Settings {
 			MaxPriorityShare: 0.8},
 		AdjustInterval: 5 * time.Second,
 		Smoothing:      0.7, // the processor's defaults
-		MaxServices:    10_000,
+		MaxKeys:        10_000,
 	}
 }
 
@@ -184,7 +186,7 @@ func TestErrorsComeBeforeOutliers(t *testing.T) {
 // entry their volume is booked under.
 func TestServicesPastTheCapGetOthersProbability(t *testing.T) {
 	cfg := settings(100)
-	cfg.MaxServices = 2
+	cfg.MaxKeys = 2
 	e := newEstimator(cfg, noRules(t))
 	v := NewVolumes(0)
 	v.baseline["a"] = 500 * 5
@@ -193,9 +195,9 @@ func TestServicesPastTheCapGetOthersProbability(t *testing.T) {
 	pol := e.update(v, 5, 100)
 	require.True(t, pol.full)
 	assert.Len(t, pol.services, 2, "capped at max_services, the smallest merged into _other")
-	other := pol.services[OtherServices]
+	other := pol.services[OtherKeys]
 	assert.Equal(t, other, pol.Baseline("zzz"), "an unknown service gets _other's probability")
-	assert.Equal(t, OtherServices, pol.BookedService("zzz"))
+	assert.Equal(t, OtherKeys, pol.BookedKey("zzz"))
 	assert.Less(t, other.P, 1.0)
 }
 
@@ -210,4 +212,52 @@ func TestSampleRuleWithProbabilityIsInTheBudget(t *testing.T) {
 	v.baseline["api"] = 5000 * 5
 	pol := e.update(v, 5, 1000)
 	assert.InDelta(t, 500.0/5000, pol.Baseline("api").P, 0.01)
+}
+
+// TestKeysIntermittentKeysStayInsideTheBudget: 300 fairness keys with a
+// trace every 20 s each (Poisson) and 2 loud keys, at a budget of a fifth of
+// the traffic. A quiet key reads 0 in most intervals; sampled at its
+// fast rate it would be kept whole whenever it shows up, and together the
+// quiet keys would take far more than their fair share.
+func TestKeysIntermittentKeysStayInsideTheBudget(t *testing.T) {
+	const quiet, quietRate, loudRate, secs = 300, 0.05, 20.0, 5.0
+	offered := quiet*quietRate + 2*loudRate // 55 traces/s, one span each
+	budget := offered / 5
+	e := newEstimator(settings(budget), noRules(t))
+	rng := rand.New(rand.NewPCG(40, 1))
+	pol := KeepAll(0)
+	var kept, total float64
+	for i := range 400 {
+		v := NewVolumes(0)
+		var keptNow float64
+		add := func(key string, n float64) {
+			if n > 0 {
+				v.baseline[key] += n
+				keptNow += n * pol.Baseline(key).P // expected kept
+			}
+		}
+		for k := range quiet {
+			add(fmt.Sprintf("quiet-%d", k), float64(poisson(rng, quietRate*secs)))
+		}
+		add("loud-a", float64(poisson(rng, loudRate*secs)))
+		add("loud-b", float64(poisson(rng, loudRate*secs)))
+		v.kept = keptNow
+		pol = e.update(v, secs, budget)
+		if i >= 100 {
+			kept += keptNow
+			total += budget * secs
+		}
+	}
+	assert.InEpsilon(t, total, kept, 0.10, "kept %.0f for a budget of %.0f", kept, total)
+}
+
+func poisson(rng *rand.Rand, mean float64) int {
+	n, p, l := 0, 1.0, math.Exp(-mean)
+	for {
+		p *= rng.Float64()
+		if p <= l {
+			return n
+		}
+		n++
+	}
 }

@@ -42,6 +42,8 @@ type Settings struct {
 	HTTPServerErrors bool
 	// GroupBy builds a trace's outlier group key (see traceNames).
 	GroupBy []string
+	// Keys build a trace's fairness key (ParseKeys); none means service.name.
+	Keys  []Key
 	Rules   *rules.Set
 	Names   *names.Table
 }
@@ -154,8 +156,8 @@ type splitter struct {
 	// ruleErrs counts rule conditions that failed at runtime, per rule.
 	ruleErrs []int64
 	// key is where name keys are built, to be looked up without allocating;
-	// service holds the service name meanwhile.
-	key, service []byte
+	// fair holds the fairness key meanwhile.
+	key, fair []byte
 }
 
 // spanAt is a span's place in its request.
@@ -340,19 +342,23 @@ func hasServiceName(res pcommon.Map) bool {
 	return ok && v.AsString() != ""
 }
 
-// traceNames are the interned service and outlier group of span: the
-// group_by values joined by 0x1f.
+// traceNames are the interned fairness key and outlier group of span: the
+// keys' values joined by "|", and the group_by values joined by 0x1f. Both
+// are read from the resource first, then the span's attributes.
 func (sp *splitter) traceNames(rs ptrace.ResourceSpans, span ptrace.Span) traceinfo.Names {
 	res := rs.Resource().Attributes()
-	service := sp.service[:0]
-	if v, ok := res.Get(serviceNameKey); ok {
-		service = appendValue(service, v)
+	fair := sp.fair[:0]
+	if len(sp.s.Keys) == 0 {
+		fair = appendServiceName(fair, res)
 	}
-	if len(service) == 0 {
-		service = append(service, UnknownService...)
+	for i, k := range sp.s.Keys {
+		if i > 0 {
+			fair = append(fair, KeySeparator)
+		}
+		fair = k.appendValue(fair, res, span)
 	}
-	sp.service = service
-	b := names.AppendPairKey(sp.key[:0], service)
+	sp.fair = fair
+	b := names.AppendPairKey(sp.key[:0], fair)
 	for i, key := range sp.s.GroupBy {
 		if i > 0 {
 			b = append(b, 0x1f)
@@ -369,6 +375,18 @@ func (sp *splitter) traceNames(rs ptrace.ResourceSpans, span ptrace.Span) tracei
 	}
 	sp.key = b
 	return sp.s.Names.Pair(b)
+}
+
+// appendServiceName appends the resource's service.name, or UnknownService.
+func appendServiceName(b []byte, res pcommon.Map) []byte {
+	n := len(b)
+	if v, ok := res.Get(serviceNameKey); ok {
+		b = appendValue(b, v)
+	}
+	if len(b) == n {
+		b = append(b, UnknownService...)
+	}
+	return b
 }
 
 func appendValue(b []byte, v pcommon.Value) []byte {

@@ -14,7 +14,7 @@ const (
 var DecisionNames = [...]string{"not_sampled", "sampled"}
 
 // Reason is why a trace was decided as it was; a decided trace's class (the
-// volume it is booked to) is one of Error, Outlier, Baseline and Rule.
+// volume it is booked to) is one of Error, Outlier, Baseline, Rule and Rare.
 type Reason uint8
 
 const (
@@ -28,11 +28,13 @@ const (
 	ReasonRule // decided by a rule; which one is in the rule metrics
 	// ReasonRelief: decided at arrival by stress relief's threshold.
 	ReasonRelief
+	// ReasonRare: the first trace of its fairness key in rare.interval.
+	ReasonRare
 	NumReasons
 )
 
 // ReasonNames are the reason metric attribute's values.
-var ReasonNames = [...]string{"error", "outlier", "baseline", "forced", "span_limit", "late_span", "late_error", "rule", "stress_relief"}
+var ReasonNames = [...]string{"error", "outlier", "baseline", "forced", "span_limit", "late_span", "late_error", "rule", "stress_relief", "rare"}
 
 // Priority classes, for the overflow counter.
 const (
@@ -51,7 +53,7 @@ var ClassNames = [...]string{"error", "outlier", "rule"}
 type Decided struct {
 	Th      sampling.Threshold
 	Service string // the key its volume is booked under
-	Class   Reason // the volume class: error, outlier, baseline or rule
+	Class   Reason // the volume class: error, outlier, baseline, rule or rare
 	Rule    int16  // the rule that decided it, or -1
 	At      int64  // when, in Unix nanoseconds: recent decisions travel on handoff
 	// Recent fingerprints the trace's last fragments, so that one delivered

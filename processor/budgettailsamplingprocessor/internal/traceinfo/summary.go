@@ -78,12 +78,13 @@ func (s *Summary) InThreshold() sampling.Threshold {
 	return sampling.AlwaysSampleThreshold
 }
 
-// Names are what the policy books a trace under: the root span's service
-// and outlier group, else the longest span's (the top-most one present
-// when a proxy never exports the root). Interned: many traces share them.
+// Names are what the policy books a trace under: the root span's fairness
+// key (baseline.keys; its service name by default) and outlier group, else
+// the longest span's (the top-most one present when a proxy never exports
+// the root). Interned: many traces share them.
 type Names struct {
-	Service string
-	Group   string
+	Key   string
+	Group string
 }
 
 // SeenBefore reports whether fp is among the recent fingerprints, newest

@@ -1,0 +1,48 @@
+package rare
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestRareKeyIsDueOncePerInterval(t *testing.T) {
+	tr := New(time.Minute, 10)
+	at := func(d time.Duration) int64 { return int64(d) }
+	due, ok := tr.Due("a", at(time.Second))
+	assert.True(t, due && ok, "first trace of a key")
+	due, _ = tr.Due("a", at(59*time.Second))
+	assert.False(t, due, "within the interval")
+	due, _ = tr.Due("b", at(59*time.Second))
+	assert.True(t, due, "keys are independent")
+	due, _ = tr.Due("a", at(60*time.Second))
+	assert.True(t, due, "the next interval (aligned to the clock)")
+	due, _ = tr.Due("a", at(119*time.Second))
+	assert.False(t, due)
+}
+
+func TestRareTableIsBoundedByMaxKeys(t *testing.T) {
+	tr := New(time.Minute, 2)
+	for _, k := range []string{"a", "b"} {
+		due, ok := tr.Due(k, 0)
+		assert.True(t, due && ok)
+	}
+	due, ok := tr.Due("c", int64(time.Second))
+	assert.False(t, due || ok, "full of keys kept in this interval: c is not tracked")
+	assert.Equal(t, 2, tr.Len())
+	due, ok = tr.Due("c", int64(time.Minute))
+	assert.True(t, due && ok, "a and b belong to the last interval: room for c")
+	assert.LessOrEqual(t, tr.Len(), 2)
+}
+
+func TestRareIntervalMustCoverTheDecisionWait(t *testing.T) {
+	assert.Empty(t, Config{}.Check(15*time.Second), "off")
+	assert.Empty(t, Config{Interval: time.Minute}.Check(15*time.Second))
+	errs := Config{Interval: 10 * time.Second}.Check(15 * time.Second)
+	if assert.Len(t, errs, 1) {
+		assert.Contains(t, errs[0].Error(), "rare.interval")
+		assert.Contains(t, errs[0].Error(), "decision_wait")
+	}
+	assert.Len(t, Config{Interval: -time.Second}.Check(15*time.Second), 1)
+}
