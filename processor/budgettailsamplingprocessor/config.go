@@ -183,8 +183,8 @@ func createDefaultConfig() *Config {
 			Keys:    []string{"service.name"},
 			MaxKeys: defaultMaxKeys,
 		},
-		Handoff:        defaultHandoffConfig(),
-		StressRelief:   relief.DefaultConfig(),
+		Handoff:      defaultHandoffConfig(),
+		StressRelief: relief.DefaultConfig(),
 	}
 }
 

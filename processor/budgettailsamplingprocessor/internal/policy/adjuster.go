@@ -15,7 +15,7 @@ type Settings struct {
 	Budget         BudgetConfig
 	AdjustInterval time.Duration
 	Smoothing      float64
-	MaxKeys    int
+	MaxKeys        int
 }
 
 // Drain takes the volumes decided, the volume received (intake) and the

@@ -189,10 +189,10 @@ func (p *Policy) OutlierProbability(service string) probability {
 
 // estimator turns interval volumes into smoothed rates and a new policy.
 type estimator struct {
-	smoothing   float64
-	maxShare    float64
-	maxKeys int
-	baseline    map[string]float64 // smoothed rate per fairness key
+	smoothing float64
+	maxShare  float64
+	maxKeys   int
+	baseline  map[string]float64 // smoothed rate per fairness key
 	// slow is each key's rate smoothed over about a minute, and steady the
 	// intervals in a row the key had traffic in. An intermittent key (not
 	// steady for steadyIntervals) is sampled at max(baseline, slow): with a
@@ -200,15 +200,15 @@ type estimator struct {
 	// kept whole between its traces, and hundreds of such keys together go
 	// well over budget; the slow rate holds its true rate. A steady key
 	// follows its fast rate, so a drop in load is followed at once.
-	slow   map[string]float64
-	steady map[string]int
-	errors      float64
-	outliers    float64
-	rules       []float64 // smoothed rate per keep and fixed-probability sample rule
-	rare        float64
-	ruleSet     *rules.Set
-	kept        float64
-	primed      bool
+	slow     map[string]float64
+	steady   map[string]int
+	errors   float64
+	outliers float64
+	rules    []float64 // smoothed rate per keep and fixed-probability sample rule
+	rare     float64
+	ruleSet  *rules.Set
+	kept     float64
+	primed   bool
 	// correction scales the baseline budget by how far the kept volume
 	// missed the budget (integral feedback). Probabilities set from noisy
 	// rate estimates overshoot on average (E[1/rate] > 1/E[rate]), by ≈ 5%

@@ -44,8 +44,8 @@ type Settings struct {
 	GroupBy []string
 	// Keys build a trace's fairness key (ParseKeys); none means service.name.
 	Keys  []Key
-	Rules   *rules.Set
-	Names   *names.Table
+	Rules *rules.Set
+	Names *names.Table
 }
 
 // Splitter splits requests; safe for concurrent use.
