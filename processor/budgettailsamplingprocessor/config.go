@@ -17,6 +17,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rare"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/red"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
@@ -62,6 +63,9 @@ type Config struct {
 	Baseline BaselineConfig `mapstructure:"baseline"`
 	// Rare keeps a whole trace of every fairness key seen within an interval.
 	Rare RareConfig `mapstructure:"rare"`
+	// REDMetrics records requests, errors and durations per fairness key
+	// from every trace decided (internal/red).
+	REDMetrics REDMetricsConfig `mapstructure:"red_metrics"`
 	// MaxServices is the former name of baseline.max_keys (deprecated; 0 =
 	// unset).
 	MaxServices int `mapstructure:"max_services"`
@@ -95,6 +99,9 @@ type BaselineConfig struct {
 // RareConfig keeps, within every interval, the first trace decided of each
 // fairness key whole, with probability 1 (internal/rare).
 type RareConfig = rare.Config
+
+// REDMetricsConfig is red_metrics (internal/red).
+type REDMetricsConfig = red.Config
 
 // StressReliefConfig is when and how new traces are decided at arrival
 // (internal/relief).
@@ -183,6 +190,7 @@ func createDefaultConfig() *Config {
 			Keys:    []string{"service.name"},
 			MaxKeys: defaultMaxKeys,
 		},
+		REDMetrics:   REDMetricsConfig{Enabled: true, MaxKeys: 1000},
 		Handoff:      defaultHandoffConfig(),
 		StressRelief: relief.DefaultConfig(),
 	}
@@ -273,6 +281,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.Rare.Check(c.DecisionWait)...)
+	errs = append(errs, c.REDMetrics.Check()...)
 	atLeast("num_shards", c.NumShards, 0)
 	if !(c.Smoothing > 0 && c.Smoothing <= 1) {
 		errs = append(errs, fmt.Errorf("smoothing: must be in (0, 1], got %v", c.Smoothing))

@@ -144,7 +144,11 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 		o.ObserveFloat64(t.ServiceBaseline, pr.P, metric.WithAttributeSet(attribute.NewSet(attribute.String("service_name", svc))))
 	})
 	o.ObserveInt64(t.Peers, p.adj.Peers())
-	o.ObserveInt64(t.KeyFolds, c.keyFolds)
+	folds := c.keyFolds
+	if p.red != nil {
+		folds += p.red.Folded()
+	}
+	o.ObserveInt64(t.KeyFolds, folds)
 	p.observeRelief(o, &c)
 	if p.handoff != nil {
 		p.handoff.Observe(t, o)

@@ -109,6 +109,10 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	sh.arrivals.Resident += resident
 	defer p.tel.DecisionLatency.Record(context.Background(), resident.Seconds())
 	defer sh.Release(t)
+	if p.red != nil {
+		// Every trace, whatever becomes of it: RED reads the whole traffic.
+		p.red.Trace(sh.Held(t).Key, t.Spans, t.HasError, t.Dur)
+	}
 	ruleIdx := p.rules.First(&t.Summary)
 	var matched *rules.Rule
 	if ruleIdx >= 0 {

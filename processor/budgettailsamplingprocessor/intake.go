@@ -145,6 +145,15 @@ func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.C
 			sh.counters.invalid[traceinfo.InvalidDuplicate] += int64(f.Spans)
 			return
 		}
+		if p.red != nil {
+			p.red.Spans(d.Service, f.Spans)
+			if f.HasError && d.Class != traceinfo.ReasonError {
+				// An error that arrives after the decision still makes the
+				// request an error, once: the trace is an error trace now.
+				p.red.Error(d.Service)
+				d.Class = traceinfo.ReasonError
+			}
+		}
 		if k.Which() == traceinfo.Sampled {
 			p.followSampled(sh, f, *d, p.lateSize(sh, f, priming), out)
 		} else {

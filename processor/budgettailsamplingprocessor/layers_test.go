@@ -34,6 +34,7 @@ var layers = map[string][]string{
 	"internal/handoff":   {"internal/metadata", "internal/traceinfo", "/internal/ring"},
 	"internal/relief":    {"internal/traceinfo"},
 	"internal/rare":      nil,
+	"internal/red":       {"internal/metadata"},
 }
 
 // importsOf lists what dir's non-test files import of this module, relative

@@ -24,6 +24,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rare"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/red"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
@@ -59,6 +60,8 @@ type budgetTailSampler struct {
 	maxKeys int
 	// rare is nil unless rare.interval is set.
 	rare *rare.Tracker
+	// red is nil unless red_metrics.enabled.
+	red *red.Recorder
 
 	// handoff is nil unless handoff.enabled.
 	handoff *handoff.Handoff
@@ -136,6 +139,9 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	p.maxKeys = cfg.maxKeys()
 	if cfg.MaxServices > 0 {
 		set.Logger.Warn("max_services is deprecated: set baseline.max_keys instead", zap.Int("max_services", cfg.MaxServices))
+	}
+	if cfg.REDMetrics.Enabled {
+		p.red = red.New(tel, cfg.REDMetrics.MaxKeys)
 	}
 	if cfg.Rare.Enabled() {
 		p.rare = rare.New(cfg.Rare.Interval, p.maxKeys)

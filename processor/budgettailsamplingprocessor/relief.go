@@ -68,6 +68,9 @@ func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragmen
 		return false
 	}
 	sh.fragments++
+	if p.red != nil {
+		p.red.Trace(f.Key, f.Spans, f.HasError, f.Dur)
+	}
 	p.countArrival(sh, f, vol, true)
 	sh.arrivals.NewTraces++
 	if p.adj.Priming() {

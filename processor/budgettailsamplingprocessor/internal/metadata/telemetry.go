@@ -45,6 +45,10 @@ const (
 	MetricReliefActivations = prefix + "stress_relief_activations"
 	MetricReliefProbability = prefix + "stress_relief_probability"
 	MetricKeyFolds          = prefix + "baseline_key_folds"
+	MetricREDRequests       = prefix + "red_requests"
+	MetricREDErrors         = prefix + "red_errors"
+	MetricREDSpans          = prefix + "red_spans"
+	MetricREDDuration       = prefix + "red_duration"
 )
 
 // Telemetry holds the processor's instruments. Counters are observable: the
@@ -84,6 +88,10 @@ type Telemetry struct {
 	ReliefProb        metric.Float64ObservableGauge
 	KeyFolds          metric.Int64ObservableCounter
 	DecisionLatency   metric.Float64Histogram
+	REDRequests       metric.Int64Counter
+	REDErrors         metric.Int64Counter
+	REDSpans          metric.Int64Counter
+	REDDuration       metric.Float64Histogram
 }
 
 // Observables lists the instruments the processor's callback observes.
@@ -125,7 +133,7 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.BaselineProb = b.Float64ObservableGauge(MetricBaselineProb, "Baseline sampling probability, volume-weighted over services.", "1")
 	t.Peers = b.Int64ObservableGauge(MetricPeers, "Sampler instances the budget is divided among.", "{instance}")
 	t.ServiceBaseline = b.Float64ObservableGauge(MetricServiceBaseline, "Baseline sampling probability of each fairness key the policy tracks (label service_name: the service name, or the baseline.keys values joined by |; at most baseline.max_keys, the rest as _other), conditional on what arrives.", "1")
-	t.KeyFolds = b.Int64ObservableCounter(MetricKeyFolds, "Traces whose fairness key was booked under _other because baseline.max_keys keys were tracked already (by the policy, an interval's volumes or rare's table).", "{trace}")
+	t.KeyFolds = b.Int64ObservableCounter(MetricKeyFolds, "Traces whose fairness key was booked under _other because baseline.max_keys keys were tracked already (by the policy, an interval's volumes, rare's table or red_metrics' table, whose bound is red_metrics.max_keys).", "{trace}")
 	t.ReliefActive = b.Int64ObservableGauge(MetricReliefActive, "1 while stress relief decides new traces at arrival, with the reason (buffer_traces, buffer_bytes, arrival_rate, memory: the highest load level; always: mode always); 0 with reason none otherwise.", "")
 	t.ReliefLevel = b.Float64ObservableGauge(MetricReliefLevel, "Load levels stress relief watches, as fractions of their bounds, by signal (buffer_traces, buffer_bytes, arrival_rate: the buffer the arrival rate would fill, memory: Go heap over memory_limit_mib).", "1")
 	t.ReliefSpans = b.Int64ObservableCounter(MetricReliefSpans, "Spans of new traces decided at arrival by stress relief, by decision (sampled, not_sampled); later spans of those traces are late_spans.", "{span}")
@@ -133,5 +141,10 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.ReliefProb = b.Float64ObservableGauge(MetricReliefProbability, "Probability stress relief keeps a new trace's spans with (conditional on what arrived), from the budget share and the measured arrivals; errors are kept whatever it is.", "1")
 	t.DecisionLatency = b.Float64Histogram(MetricDecisionLatency, "Time from a trace's first span to its decision.", "s",
 		0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60)
+	t.REDRequests = b.Int64Counter(MetricREDRequests, "Traces decided (kept or not), by key (the fairness key; _other past red_metrics.max_keys): requests, from 100% of the traffic.", "{request}")
+	t.REDErrors = b.Int64Counter(MetricREDErrors, "Traces decided with an error on any span, by key.", "{request}")
+	t.REDSpans = b.Int64Counter(MetricREDSpans, "Spans of the traces decided and spans that followed a decision, by key: every span the tier received once.", "{span}")
+	t.REDDuration = b.Float64Histogram(MetricREDDuration, "Duration of the traces decided (the root span's, else the longest span's), by key.", "s",
+		0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 	return t, b.Err()
 }
