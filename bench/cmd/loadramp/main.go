@@ -259,7 +259,12 @@ const routerOverlay = "configs/gateway-tracerouter.yaml"
 
 var setupsByName = map[string]setup{
 	"bare": {config: "bench/testdata/bare.yaml"},
-	"tail": {config: "configs/tail.yaml"},
+	// RED metrics' cost per span, two ways: contrib's spanmetrics connector
+	// on the bare path, and budget_tail_sampling's red_metrics off (tail
+	// keeps them on).
+	"bare_spanmetrics": {config: "bench/testdata/bare.yaml", overlays: []string{"bench/testdata/spanmetrics.yaml"}},
+	"tail":             {config: "configs/tail.yaml"},
+	"tail_red_off":     {config: "configs/tail.yaml", env: []string{"RED_METRICS_ENABLED=false"}},
 	// The sampler's buffer held S2-compressed (buffer_compression: s2).
 	"tail_s2": {config: "configs/tail.yaml", env: []string{"BUFFER_COMPRESSION=s2"}},
 	"contrib": {config: "bench/testdata/contrib-tail.yaml"},
