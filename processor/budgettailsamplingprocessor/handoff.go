@@ -195,6 +195,9 @@ func (p *budgetTailSampler) adoptDecision(sh *shard, id pcommon.TraceID, rec han
 			}
 			sh.counters.countLate(dec, traceinfo.ReasonLateSpan, t.Spans, t.Bytes)
 			sh.volumes.Book(d, p.unit.Volume(t.Spans, t.Bytes+t.StampBytes), rec.Sampled, p.maxKeys)
+			if p.red != nil {
+				p.red.Spans(d.Service, t.Spans) // they follow the decision here, as late spans
+			}
 		}
 		sh.Release(t)
 	}
