@@ -99,9 +99,9 @@ func (p *budgetTailSampler) expired(t *tracebuf.Trace, now time.Time) bool {
 //
 // Classes in order: drop rules, errors, keep rules, latency outliers, then
 // sample rules and the baseline; with rare on, a key's first trace in the
-// interval is kept whatever its class gave it. Each class's probability is conditional on
-// what arrived: a trace that came head-sampled at T_in is kept at
-// T_out = P2T(p · T2P(T_in)) (OTEP 235).
+// interval is kept whatever its class gave it. Each class's probability is
+// conditional on what arrived: a trace that came head-sampled at T_in is
+// kept at T_out = P2T(p · T2P(T_in)) (OTEP 235).
 func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, cause traceinfo.Reason, out *forward.Kept) {
 	sh.Remove(t)
 	resident := p.since(now, t.Arrived)

@@ -145,14 +145,18 @@ func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.C
 			sh.counters.invalid[traceinfo.InvalidDuplicate] += int64(f.Spans)
 			return
 		}
+		// An error that arrives after the decision makes the trace an error
+		// trace: what follows is booked as one, and RED counts the request
+		// as an error, once.
+		lateError := f.HasError && d.Class != traceinfo.ReasonError
 		if p.red != nil {
 			p.red.Spans(d.Service, f.Spans)
-			if f.HasError && d.Class != traceinfo.ReasonError {
-				// An error that arrives after the decision still makes the
-				// request an error, once: the trace is an error trace now.
+			if lateError {
 				p.red.Error(d.Service)
-				d.Class = traceinfo.ReasonError
 			}
+		}
+		if lateError {
+			d.Class = traceinfo.ReasonError
 		}
 		if k.Which() == traceinfo.Sampled {
 			p.followSampled(sh, f, *d, p.lateSize(sh, f, priming), out)

@@ -194,12 +194,13 @@ type estimator struct {
 	maxKeys   int
 	baseline  map[string]float64 // smoothed rate per fairness key
 	// slow is each key's rate smoothed over about a minute, and steady the
-	// intervals in a row the key had traffic in. An intermittent key (not
-	// steady for steadyIntervals) is sampled at max(baseline, slow): with a
-	// trace every few intervals it reads 0 in most of them and would be
-	// kept whole between its traces, and hundreds of such keys together go
-	// well over budget; the slow rate holds its true rate. A steady key
-	// follows its fast rate, so a drop in load is followed at once.
+	// intervals in a row the key had traffic in (negative: silent). An
+	// intermittent key (not steady for steadyIntervals) is sampled at
+	// max(baseline, slow): with a trace every few intervals it reads 0 in
+	// most of them and would be kept whole between its traces, and hundreds
+	// of such keys together go well over budget; the slow rate holds its
+	// true rate. A steady key follows its fast rate, so a drop in load is
+	// followed at once.
 	slow     map[string]float64
 	steady   map[string]int
 	errors   float64
@@ -249,6 +250,11 @@ const slowSmoothing = 0.08
 // steady (about a minute at the default interval).
 const steadyIntervals = 12
 
+// forgetIntervals is how many silent intervals in a row make the estimator
+// forget a key (5 minutes at the default interval): it comes back as a new
+// key would.
+const forgetIntervals = 60
+
 func (e *estimator) slowEWMA(old, cur float64) float64 {
 	if !e.primed {
 		return cur
@@ -263,8 +269,8 @@ func (e *estimator) update(v Volumes, secs, share float64) *Policy {
 		if _, ok := v.baseline[svc]; !ok {
 			e.baseline[svc] = e.ewma(old, 0)
 			e.slow[svc] = e.slowEWMA(e.slow[svc], 0)
-			e.steady[svc] = 0
-			if e.slow[svc] < 1e-9 {
+			e.steady[svc] = min(e.steady[svc], 0) - 1 // silent intervals, counted down
+			if e.steady[svc] <= -forgetIntervals || e.slow[svc] < 1e-12 {
 				delete(e.baseline, svc)
 				delete(e.slow, svc)
 				delete(e.steady, svc)
@@ -274,7 +280,7 @@ func (e *estimator) update(v Volumes, secs, share float64) *Policy {
 	for svc, vol := range v.baseline {
 		e.baseline[svc] = e.ewma(e.baseline[svc], vol/secs)
 		e.slow[svc] = e.slowEWMA(e.slow[svc], vol/secs)
-		e.steady[svc]++
+		e.steady[svc] = max(e.steady[svc], 0) + 1
 	}
 	e.capKeys()
 	e.errors = e.ewma(e.errors, v.errors/secs)

@@ -2,7 +2,9 @@ package rare // import "github.com/otelcol-cost/otelcol-cost/processor/budgettai
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,17 +36,31 @@ func (c Config) Check(decisionWait time.Duration) []error {
 // key with traffic in every minute has a kept trace in every minute of a
 // dashboard. One tracker for the whole processor: decisions of every shard
 // ask it, so a key gets one rare trace per interval per sampler, not per
-// shard.
+// shard. Its keys are spread over stripes so that the decision goroutines
+// (one per core) rarely wait for one another.
 type Tracker struct {
 	interval int64
-	maxKeys  int
-	mu       sync.Mutex
-	last     map[string]int64 // key → interval number
+	maxKeys  int64
+	seed     maphash.Seed
+	keys     atomic.Int64 // held by all stripes together
+	stripes  [stripes]stripe
+}
+
+const stripes = 32
+
+type stripe struct {
+	mu   sync.Mutex
+	last map[string]int64 // key → interval number
+	_    [48]byte         // a cache line each
 }
 
 // New returns a tracker holding at most maxKeys keys.
 func New(interval time.Duration, maxKeys int) *Tracker {
-	return &Tracker{interval: int64(interval), maxKeys: maxKeys, last: make(map[string]int64)}
+	t := &Tracker{interval: int64(interval), maxKeys: int64(maxKeys), seed: maphash.MakeSeed()}
+	for i := range t.stripes {
+		t.stripes[i].last = make(map[string]int64)
+	}
+	return t
 }
 
 // Due reports whether key has had no rare trace in the interval that holds
@@ -53,33 +69,57 @@ func New(interval time.Duration, maxKeys int) *Tracker {
 // false): the caller counts it as folded.
 func (t *Tracker) Due(key string, now int64) (due, ok bool) {
 	n := now / t.interval
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	last, known := t.last[key]
+	st := &t.stripes[maphash.String(t.seed, key)%stripes]
+	st.mu.Lock()
+	last, known := st.last[key]
 	if known && last == n {
+		st.mu.Unlock()
 		return false, true
 	}
-	if !known && len(t.last) >= t.maxKeys && !t.evict(n) {
-		return false, false
+	if !known && !t.reserve() {
+		// Full: evict with no stripe held (it locks them all), then try
+		// again; another decision may have added the key meanwhile.
+		st.mu.Unlock()
+		t.evict(n)
+		st.mu.Lock()
+		if last, known = st.last[key]; known && last == n {
+			st.mu.Unlock()
+			return false, true
+		}
+		if !known && !t.reserve() {
+			st.mu.Unlock()
+			return false, false
+		}
 	}
-	t.last[key] = n
+	st.last[key] = n
+	st.mu.Unlock()
 	return true, true
 }
 
-// evict forgets the keys of earlier intervals (their next trace is due
-// whether remembered or not); it reports whether room was made.
-func (t *Tracker) evict(n int64) bool {
-	for k, last := range t.last {
-		if last != n {
-			delete(t.last, k)
-		}
+// reserve counts a new key in, unless the table is full.
+func (t *Tracker) reserve() bool {
+	if t.keys.Add(1) > t.maxKeys {
+		t.keys.Add(-1)
+		return false
 	}
-	return len(t.last) < t.maxKeys
+	return true
+}
+
+// evict forgets the keys of earlier intervals (their next trace is due
+// whether remembered or not). Only a full table gets here.
+func (t *Tracker) evict(n int64) {
+	for i := range t.stripes {
+		st := &t.stripes[i]
+		st.mu.Lock()
+		for k, last := range st.last {
+			if last != n {
+				delete(st.last, k)
+				t.keys.Add(-1)
+			}
+		}
+		st.mu.Unlock()
+	}
 }
 
 // Len is how many keys the table holds.
-func (t *Tracker) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.last)
-}
+func (t *Tracker) Len() int { return int(t.keys.Load()) }

@@ -1,6 +1,8 @@
 package rare
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,4 +47,25 @@ func TestRareIntervalMustCoverTheDecisionWait(t *testing.T) {
 		assert.Contains(t, errs[0].Error(), "decision_wait")
 	}
 	assert.Len(t, Config{Interval: -time.Second}.Check(15*time.Second), 1)
+}
+
+func TestRareTableStaysBoundedUnderConcurrentDecisions(t *testing.T) {
+	tr := New(time.Minute, 100)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 1000 {
+				tr.Due(fmt.Sprint("key-", g, "-", i%300), int64(i/500)*int64(time.Minute))
+			}
+		}()
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, tr.Len(), 100)
+	held := 0
+	for i := range tr.stripes {
+		held += len(tr.stripes[i].last)
+	}
+	assert.Equal(t, tr.Len(), held, "the count matches the stripes")
 }
