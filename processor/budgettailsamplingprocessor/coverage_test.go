@@ -368,3 +368,52 @@ func TestRareKeepsTheWeightsUnbiased(t *testing.T) {
 	}
 	t.Logf("%d of %d combinations within 5%% of their true count", within5, len(order))
 }
+
+// TestCoverageKeysHoldAcrossTwoSamplers: the tier shares the budget as it
+// does per service. Two samplers (budget.instances: 2), each given the
+// traces the gateway's ring would send it (by trace ID), together keep the
+// budget, and per-key fairness with rare still covers every combination
+// with traffic in a minute.
+func TestCoverageKeysHoldAcrossTwoSamplers(t *testing.T) {
+	var tier [2]*testSampler
+	for i := range tier {
+		cfg := testConfig()
+		cfg.Budget.SpansPerSecond = coverageBudget * 2 * coverageRate
+		cfg.Budget.Instances = 2
+		cfg.Baseline.Keys = coverageKeys
+		cfg.Rare.Interval = time.Minute
+		tier[i] = newTestSampler(t, cfg)
+	}
+	w := newCoverageTraffic(7)
+	adjustEvery := int(tier[0].p.cfg.AdjustInterval / time.Second)
+	for s := range coverageMinutes * 60 {
+		td := w.second(tier[0].now, tier[0].now.Add(tier[0].p.cfg.DecisionWaitAfterRoot))
+		var parts [2]ptrace.Traces
+		for i := range parts {
+			parts[i] = ptrace.NewTraces()
+		}
+		td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+			id := rs.ScopeSpans().At(0).Spans().At(0).TraceID()
+			rs.MoveTo(parts[id[15]&1].ResourceSpans().AppendEmpty())
+			return true
+		})
+		for i, ts := range tier {
+			ts.send(parts[i])
+			for range 10 {
+				ts.advance(100 * time.Millisecond)
+			}
+			if (s+1)%adjustEvery == 0 {
+				ts.p.adj.Adjust(ts.now)
+			}
+		}
+	}
+	var kept []ptrace.Traces
+	for _, ts := range tier {
+		ts.advance(ts.p.cfg.DecisionWait)
+		kept = append(kept, ts.sink.AllTraces()...)
+	}
+	res := measureCoverage(t, "two samplers, keys + rare", w, kept)
+	t.Logf("| %s | %.2f%% | %.1f%% | %.1f%% |", res.name, 100*res.keptShare, 100*res.meanCoverage(), 100*slices.Min(res.coverage))
+	assert.InEpsilon(t, coverageBudget, res.keptShare, 0.15, "the tier keeps its budget")
+	assert.Equal(t, 1.0, slices.Min(res.coverage), "every combination with traffic in a minute has a trace kept in it")
+}
