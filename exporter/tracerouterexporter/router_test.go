@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configcompression"
 	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -77,6 +79,31 @@ func startSinkAt(t *testing.T, addr string) *sink {
 	return s
 }
 
+// telemetrySettings are the exporter's settings with telemetry the test
+// reads back.
+func telemetrySettings(t *testing.T) (exporter.Settings, *componenttest.Telemetry) {
+	t.Helper()
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	set := exportertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	return set, tel
+}
+
+// sendUnique sends requests of spans with distinct span IDs (uniqueRequest)
+// and returns the spans sent.
+func sendUnique(t *testing.T, exp consumer.Traces, rnd *rand.Rand, requests int) int {
+	t.Helper()
+	var n uint64
+	sent := 0
+	for range requests {
+		td := uniqueRequest(rnd, &n)
+		sent += td.SpanCount()
+		require.NoError(t, exp.ConsumeTraces(context.Background(), td))
+	}
+	return sent
+}
+
 // uniqueRequest is a request whose spans all have distinct span IDs, so
 // that a span received twice is visible.
 func uniqueRequest(rnd *rand.Rand, n *uint64) ptrace.Traces {
@@ -125,21 +152,11 @@ func TestRouterSendsEveryTraceToItsSamplerWithEachCompression(t *testing.T) {
 			}
 			cfg := testConfig(addrs, comp)
 			require.NoError(t, cfg.Validate())
-			tel := componenttest.NewTelemetry()
-			t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-			set := exportertest.NewNopSettings(metadata.Type)
-			set.TelemetrySettings = tel.NewTelemetrySettings()
+			set, tel := telemetrySettings(t)
 			exp, err := NewFactory().CreateTraces(context.Background(), set, cfg)
 			require.NoError(t, err)
 			require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
-			rnd := rand.New(rand.NewPCG(1, 2))
-			var n uint64
-			sent := 0
-			for range 200 {
-				td := uniqueRequest(rnd, &n)
-				sent += td.SpanCount()
-				require.NoError(t, exp.ConsumeTraces(context.Background(), td))
-			}
+			sent := sendUnique(t, exp, rand.New(rand.NewPCG(1, 2)), 200)
 			require.Eventually(t, func() bool {
 				got := 0
 				for _, s := range sinks {
@@ -210,24 +227,14 @@ func TestRouterReroutesWhatASamplerRefused(t *testing.T) {
 	cfg.Resolver.DNS = configoptional.Some(DNSResolver{Hostname: "samplers", Port: port, Interval: 100 * time.Millisecond})
 	cfg.QueueSettings = configoptional.Some(exporterhelper.NewDefaultQueueConfig())
 	require.NoError(t, cfg.Validate())
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	set := exportertest.NewNopSettings(metadata.Type)
-	set.TelemetrySettings = tel.NewTelemetrySettings()
+	set, tel := telemetrySettings(t)
 	r, err := newRouter(set, cfg)
 	require.NoError(t, err)
 	r.res.(*dnsResolver).lookup = lookup
 	exp, err := r.exporter(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
-	rnd := rand.New(rand.NewPCG(3, 4))
-	var n uint64
-	sent := 0
-	for range 100 {
-		td := uniqueRequest(rnd, &n)
-		sent += td.SpanCount()
-		require.NoError(t, exp.ConsumeTraces(context.Background(), td))
-	}
+	sent := sendUnique(t, exp, rand.New(rand.NewPCG(3, 4)), 100)
 	time.Sleep(300 * time.Millisecond) // some retries fail against the refusing sampler
 	mu.Lock()
 	ips = []string{"127.0.0.1", "127.0.0.3"} // it leaves the Service
