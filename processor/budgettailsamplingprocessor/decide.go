@@ -109,9 +109,10 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	sh.arrivals.Resident += resident
 	defer p.tel.DecisionLatency.Record(context.Background(), resident.Seconds())
 	defer sh.Release(t)
+	held := sh.Held(t)
 	if p.red != nil {
 		// Every trace, whatever becomes of it: RED reads the whole traffic.
-		p.red.Trace(sh.Held(t).Key, t.Spans, t.HasError, t.Dur)
+		p.red.Trace(held.Key, t.Spans, t.HasError, t.Dur)
 	}
 	ruleIdx := p.rules.First(&t.Summary)
 	var matched *rules.Rule
@@ -123,7 +124,6 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 		}
 	}
 	pol := p.adj.Policy()
-	held := sh.Held(t)
 	// Every trace teaches its group's durations, errors included.
 	outlier := p.groups.Observe(held.Group, t.Dur, outliers.TieBreak(t.ID), now)
 	key := pol.BookedKey(held.Key)
