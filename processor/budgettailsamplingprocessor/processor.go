@@ -133,9 +133,6 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	if err != nil {
 		return nil, err
 	}
-	if split.IsServiceOnly(keys) {
-		keys = nil // the default reads service.name only, without building a key
-	}
 	p.maxKeys = cfg.maxKeys()
 	if cfg.MaxServices > 0 {
 		set.Logger.Warn("max_services is deprecated: set baseline.max_keys instead", zap.Int("max_services", cfg.MaxServices))

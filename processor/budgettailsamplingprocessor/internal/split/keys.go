@@ -91,11 +91,6 @@ func ParseKeys(field string, fields []string) ([]Key, error) {
 	return keys, nil
 }
 
-// IsServiceOnly reports whether keys are the default, [service.name].
-func IsServiceOnly(keys []Key) bool {
-	return len(keys) == 1 && keys[0].kind == keyAttribute && keys[0].attr == serviceNameKey
-}
-
 // appendValue appends the key's value for span; a missing attribute
 // appends nothing, a missing service.name UnknownService.
 func (k Key) appendValue(b []byte, res pcommon.Map, span ptrace.Span) []byte {

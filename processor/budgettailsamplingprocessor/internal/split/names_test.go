@@ -17,7 +17,7 @@ import (
 
 func TestGroupKeyJoinsResourceAndSpanValuesOfAnyType(t *testing.T) {
 	tbl := names.New()
-	s := Settings{GroupBy: []string{"service.name", "http.route", "shard", GroupBySpanName}, Names: tbl}
+	s := New(Settings{GroupBy: []string{"service.name", "http.route", "shard", GroupBySpanName}, Names: tbl}).s
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr("service.name", "cart")
@@ -55,10 +55,11 @@ func TestKeysReadTheRootsAttributesAndFields(t *testing.T) {
 	assert.Equal(t, "cart|/cart/{id}|GET|Server|Error|", sp.traceNames(rs, span).Key)
 	rs.Resource().Attributes().Remove("service.name")
 	assert.Equal(t, "unknown|/cart/{id}|GET|Server|Error|", sp.traceNames(rs, span).Key, "service.name keeps its fallback")
-	assert.False(t, IsServiceOnly(keys))
 	only, err := ParseKeys("k", []string{"service.name"})
 	require.NoError(t, err)
-	assert.True(t, IsServiceOnly(only))
+	byDefault := New(Settings{Names: names.New()}).s
+	dflt, explicit := splitter{s: &byDefault}, splitter{s: &Settings{Keys: only, Names: names.New()}}
+	assert.Equal(t, dflt.traceNames(rs, span).Key, explicit.traceNames(rs, span).Key, "no keys means [service.name]")
 }
 
 func TestKeysOfATraceWithoutRootAreTheLongestSpans(t *testing.T) {

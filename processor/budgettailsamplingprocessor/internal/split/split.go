@@ -42,7 +42,8 @@ type Settings struct {
 	HTTPServerErrors bool
 	// GroupBy builds a trace's outlier group key (see traceNames).
 	GroupBy []string
-	// Keys build a trace's fairness key (ParseKeys); none means service.name.
+	// Keys build a trace's fairness key (ParseKeys); New makes none
+	// [service.name].
 	Keys  []Key
 	Rules *rules.Set
 	Names *names.Table
@@ -52,7 +53,12 @@ type Settings struct {
 type Splitter struct{ s Settings }
 
 // New returns a splitter.
-func New(s Settings) *Splitter { return &Splitter{s: s} }
+func New(s Settings) *Splitter {
+	if len(s.Keys) == 0 {
+		s.Keys = []Key{{kind: keyAttribute, attr: serviceNameKey}}
+	}
+	return &Splitter{s: s}
+}
 
 // Bytes writing th adds to a span, estimated for the budget: "ot=th:" and a
 // threshold of a few hex digits, plus the field's tag and length when the
@@ -348,9 +354,6 @@ func hasServiceName(res pcommon.Map) bool {
 func (sp *splitter) traceNames(rs ptrace.ResourceSpans, span ptrace.Span) traceinfo.Names {
 	res := rs.Resource().Attributes()
 	fair := sp.fair[:0]
-	if len(sp.s.Keys) == 0 {
-		fair = appendServiceName(fair, res)
-	}
 	for i, k := range sp.s.Keys {
 		if i > 0 {
 			fair = append(fair, KeySeparator)
