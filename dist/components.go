@@ -33,6 +33,7 @@ import (
 	spancostprocessor "github.com/otelcol-cost/otelcol-cost/processor/spancostprocessor"
 	budgettailsamplingprocessor "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
+	tracerouterreceiver "github.com/otelcol-cost/otelcol-cost/receiver/tracerouterreceiver"
 )
 
 type aliasProvider interface{ DeprecatedAlias() component.Type }
@@ -73,12 +74,14 @@ func components() (otelcol.Factories, error) {
 
 	factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](
 		otlpreceiver.NewFactory(),
+		tracerouterreceiver.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
 	}
 	factories.ReceiverModules = makeModulesMap(factories.Receivers, map[component.Type]string{
 		otlpreceiver.NewFactory().Type(): "go.opentelemetry.io/collector/receiver/otlpreceiver v0.161.0",
+		tracerouterreceiver.NewFactory().Type(): "github.com/otelcol-cost/otelcol-cost v0.0.0",
 	})
 
 	factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](

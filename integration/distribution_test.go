@@ -34,7 +34,7 @@ func validate(t *testing.T, env []string, configs ...string) (string, error) {
 
 // shippedConfigs lists every config under configs/ with the base it
 // overlays (backend.yaml is an overlay of tail.yaml,
-// gateway-tracerouter.yaml of gateway.yaml).
+// gateway-loadbalancing.yaml of gateway.yaml).
 func shippedConfigs(t *testing.T) [][]string {
 	t.Helper()
 	files, err := filepath.Glob(configPath("*.yaml"))
@@ -46,7 +46,7 @@ func shippedConfigs(t *testing.T) [][]string {
 		case "backend.yaml":
 			sets = append(sets, []string{configPath("tail.yaml"), f})
 			continue
-		case "gateway-tracerouter.yaml":
+		case "gateway-loadbalancing.yaml":
 			sets = append(sets, []string{configPath("gateway.yaml"), f})
 			continue
 		}

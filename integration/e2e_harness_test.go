@@ -51,9 +51,9 @@ type tierOptions struct {
 	budget        float64 // spans/s for the whole tier
 	samplerConfig []string
 	samplerEnv    map[string]string
-	// contribGateway routes with contrib's load_balancing exporter (the
-	// shipped gateway.yaml) instead of trace_router
-	// (configs/gateway-tracerouter.yaml), which the scenarios run with.
+	// contribGateway routes with contrib's load_balancing exporter
+	// (configs/gateway-loadbalancing.yaml) instead of trace_router (the
+	// shipped gateway.yaml), which the scenarios run with.
 	contribGateway bool
 }
 
@@ -88,10 +88,10 @@ func startTier(t *testing.T, o tierOptions) *tier {
 	}
 	tr.resolverFile = filepath.Join(t.TempDir(), "resolver.yaml")
 	gatewayConfigs := []string{configPath("gateway.yaml")}
-	tr.router = "load_balancing"
-	if !o.contribGateway {
-		tr.router = "trace_router"
-		gatewayConfigs = append(gatewayConfigs, configPath("gateway-tracerouter.yaml"))
+	tr.router = "trace_router"
+	if o.contribGateway {
+		tr.router = "load_balancing"
+		gatewayConfigs = append(gatewayConfigs, configPath("gateway-loadbalancing.yaml"))
 	}
 	tr.writeResolver(hostnames)
 	tr.gateway = startCollector(t, map[string]string{"LOG_LEVEL": "warn"}, append(gatewayConfigs, tr.resolverFile)...)

@@ -132,7 +132,7 @@ func newNetnsTier(t *testing.T, hosts string, handoff bool, n int) *netnsTier {
 	}
 	nt.publish(addrs...)
 	nt.gateway = startCollector(t, map[string]string{"LOG_LEVEL": "warn", "SAMPLERS_DNS": samplersName},
-		configPath("gateway.yaml"), configPath("gateway-tracerouter.yaml"), "integration/testdata/gateway-dns.yaml")
+		configPath("gateway.yaml"), "integration/testdata/gateway-dns.yaml")
 	return nt
 }
 

@@ -116,8 +116,8 @@ func TestRingEqualityTraceRouterAndLoadBalancing(t *testing.T) {
 			require.NoError(t, os.WriteFile(listFile, []byte(overlay), 0o600))
 		}
 		configs := []string{configPath("gateway.yaml")}
-		if router == "trace_router" {
-			configs = append(configs, configPath("gateway-tracerouter.yaml"))
+		if router == "load_balancing" {
+			configs = append(configs, configPath("gateway-loadbalancing.yaml"))
 		}
 		writeList(sets[0])
 		gw := startCollector(t, map[string]string{"LOG_LEVEL": "warn", "SAMPLER_COMPRESSION": "none"}, append(configs, listFile)...)

@@ -30,7 +30,10 @@ func BenchmarkPartCompression(b *testing.B) {
 	}
 	rg := testRing(3)
 	var idx otlpwire.Index
-	p, err := split(&idx, td, rg)
+	if err := idx.Marshal(td); err != nil {
+		b.Fatal(err)
+	}
+	p, err := split(&idx, rg)
 	if err != nil {
 		b.Fatal(err)
 	}

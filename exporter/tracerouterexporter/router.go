@@ -21,6 +21,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/exporter/tracerouterexporter/internal/metadata"
 	"github.com/otelcol-cost/otelcol-cost/internal/otlpwire"
 	"github.com/otelcol-cost/otelcol-cost/internal/ring"
+	"github.com/otelcol-cost/otelcol-cost/internal/traceroute"
 )
 
 // router encodes each request once, splits the encoding by trace ID on the
@@ -46,6 +47,8 @@ type router struct {
 	// buffers hold one part's encoding while it is sent.
 	buffers sync.Pool
 	invalid [numInvalid]metric.MeasurementOption
+	// unregister removes the router from the receiver's registry.
+	unregister func()
 }
 
 // routes is one ring and a backend per member, in the ring's order.
@@ -88,10 +91,18 @@ func newRouter(set exporter.Settings, cfg *Config) (*router, error) {
 
 func (r *router) start(ctx context.Context, host component.Host) error {
 	r.host = host
-	return r.res.start(ctx, r.setEndpoints)
+	if err := r.res.start(ctx, r.setEndpoints); err != nil {
+		return err
+	}
+	// The trace_router receiver finds this exporter by its ID.
+	r.unregister = traceroute.Register(r.set.ID, r)
+	return nil
 }
 
 func (r *router) shutdown(context.Context) error {
+	if r.unregister != nil {
+		r.unregister()
+	}
 	r.res.shutdown()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -159,53 +170,99 @@ func withPort(ep string) string {
 	return net.JoinHostPort(ring.Host(ep), defaultPort)
 }
 
-// push routes td.
+// push routes td: the exporter's path, after the pipeline decoded it.
 func (r *router) push(ctx context.Context, td ptrace.Traces) error {
-	rt := r.routes.Load()
-	n := len(rt.backends)
-	if n == 0 {
-		r.tel.InvalidSpans.Add(ctx, int64(td.SpanCount()), r.invalid[invalidNoBackend])
-		return errors.New("no sampler to route to: the resolver has found none yet")
-	}
 	idx := r.indexes.Get().(*otlpwire.Index)
 	defer func() {
 		idx.Reset()
 		r.indexes.Put(idx)
 	}()
-	parts, err := split(idx, td, rt.ring)
-	if err != nil {
+	if err := idx.Marshal(td); err != nil {
 		return consumererror.NewPermanent(fmt.Errorf("cannot index the request's encoding: %w", err))
 	}
+	out, err := r.route(ctx, idx)
+	switch {
+	case errors.Is(err, traceroute.ErrNoRoute):
+		r.tel.InvalidSpans.Add(ctx, int64(td.SpanCount()), r.invalid[invalidNoBackend])
+		return fmt.Errorf("%w: the resolver has found none", err)
+	case err != nil:
+		return consumererror.NewPermanent(fmt.Errorf("cannot route the request's encoding: %w", err))
+	case out.Failed == (ptrace.Traces{}):
+		return nil
+	}
+	return consumererror.NewTraces(out.err, out.Failed)
+}
+
+// RouteEncoded routes a request's encoding as received, before anything
+// decodes it: the trace_router receiver's path.
+func (r *router) RouteEncoded(ctx context.Context, req []byte) (traceroute.Outcome, error) {
+	idx := r.indexes.Get().(*otlpwire.Index)
+	defer func() {
+		idx.Reset()
+		r.indexes.Put(idx)
+	}()
+	if err := idx.Parse(req); err != nil {
+		return traceroute.Outcome{}, traceroute.ErrNotIndexed
+	}
+	out, err := r.route(ctx, idx)
+	switch {
+	case errors.Is(err, traceroute.ErrNoRoute):
+		return traceroute.Outcome{}, err
+	case err != nil:
+		// A trace_id of another length than 16: decoding says what it is.
+		return traceroute.Outcome{}, traceroute.ErrNotIndexed
+	}
+	return out.Outcome, nil
+}
+
+// routed is an Outcome and why its Failed spans failed.
+type routed struct {
+	traceroute.Outcome
+	err error
+}
+
+// route sends each sampler its part of the indexed request. Nothing is
+// sent when it returns an error.
+func (r *router) route(ctx context.Context, idx *otlpwire.Index) (routed, error) {
+	rt := r.routes.Load()
+	if len(rt.backends) == 0 {
+		return routed{}, traceroute.ErrNoRoute
+	}
+	parts, err := split(idx, rt.ring)
+	if err != nil {
+		return routed{}, err
+	}
+	var out routed
 	if parts.zero > 0 {
 		// No trace to route by: dropped, and counted, as the samplers would.
 		r.tel.InvalidSpans.Add(ctx, int64(parts.zero), r.invalid[invalidZeroTraceID])
+		out.Dropped = parts.zero
 	}
-	first, spans := parts.first, parts.spans
-	var failed ptrace.Traces
 	var errs []error
 	bp := r.buffers.Get().(*[]byte)
 	defer r.buffers.Put(bp)
 	buf := (*bp)[:0]
 	defer func() { *bp = buf[:0] }()
 	for e, b := range rt.backends {
-		if first[e] < 0 {
+		if parts.first[e] < 0 {
 			continue
 		}
-		buf = idx.AppendEncoding(buf[:0], first[e])
+		buf = idx.AppendEncoding(buf[:0], parts.first[e])
 		if err := r.send(ctx, b, buf); err != nil {
-			r.tel.SendFailed.Add(ctx, int64(spans[e]), b.attrs)
+			r.tel.SendFailed.Add(ctx, int64(parts.spans[e]), b.attrs)
 			errs = append(errs, fmt.Errorf("sampler %s: %w", b.endpoint, err))
-			failed = r.giveBack(failed, buf)
+			out.Failed = r.giveBack(out.Failed, buf)
 			continue
 		}
-		r.tel.Spans.Add(ctx, int64(spans[e]), b.attrs)
+		out.Sent += parts.spans[e]
+		r.tel.Spans.Add(ctx, int64(parts.spans[e]), b.attrs)
 		r.tel.Bytes.Add(ctx, int64(len(buf)), b.attrs)
 	}
-	if len(errs) == 0 {
-		return nil
+	if len(errs) > 0 {
+		out.err = errors.Join(errs...)
+		r.tel.Rerouted.Add(ctx, int64(out.Failed.SpanCount()))
 	}
-	r.tel.Rerouted.Add(ctx, int64(failed.SpanCount()))
-	return consumererror.NewTraces(errors.Join(errs...), failed)
+	return out, nil
 }
 
 // giveBack adds a part a sampler did not take to what goes back to the
@@ -238,43 +295,31 @@ type parts struct {
 	zero  int
 }
 
-// split encodes td into idx and links each span into the chain of the
-// ring member its trace ID belongs to; idx.AppendEncoding(first[e]) is
-// then member e's request. A ResourceSpans whose spans all go to one
-// member is copied as one record.
-func split(idx *otlpwire.Index, td ptrace.Traces, rg *ring.Ring) (parts, error) {
+// split links each span of the indexed request into the chain of the
+// ring member its trace ID belongs to, reading trace IDs from the encoding;
+// idx.AppendEncoding(first[e]) is then member e's request. A ResourceSpans
+// whose spans all go to one member is copied as one record.
+func split(idx *otlpwire.Index, rg *ring.Ring) (parts, error) {
 	n := rg.Size()
 	p := parts{first: make([]int32, n), spans: make([]int, n)}
 	last := make([]int32, n)
 	for i := range p.first {
 		p.first[i], last[i] = -1, -1
 	}
-	if err := idx.Marshal(td); err != nil {
-		return p, err
-	}
-	rss := td.ResourceSpans()
-	if idx.ResourceSpans() != rss.Len() {
-		return p, otlpwire.ErrUnexpectedEncoding
-	}
-	for i := 0; i < rss.Len(); i++ {
+	for i := 0; i < idx.ResourceSpans(); i++ {
 		firstSS, numSS := idx.ScopeSpans(i)
-		sss := rss.At(i).ScopeSpans()
-		if numSS != sss.Len() {
-			return p, otlpwire.ErrUnexpectedEncoding
-		}
 		one, owner := true, -1
-		for j := 0; j < sss.Len(); j++ {
-			at, numSpans := idx.Spans(firstSS + j)
-			ss := sss.At(j).Spans()
-			if numSpans != ss.Len() {
-				return p, otlpwire.ErrUnexpectedEncoding
-			}
+		for j := firstSS; j < firstSS+numSS; j++ {
+			at, numSpans := idx.Spans(j)
 			if numSpans == 0 {
 				one = false // copied whole, it would carry an empty scope
 			}
-			for k := 0; k < ss.Len(); k++ {
-				id := ss.At(k).TraceID()
-				if id.IsEmpty() {
+			for s := at; s < at+numSpans; s++ {
+				id, err := idx.TraceID(s)
+				if err != nil {
+					return p, err
+				}
+				if id == ([16]byte{}) {
 					p.zero++
 					one = false
 					continue
@@ -284,13 +329,12 @@ func split(idx *otlpwire.Index, td ptrace.Traces, rg *ring.Ring) (parts, error) 
 					one = false
 				}
 				owner = e
-				s := int32(at + k)
 				if last[e] < 0 {
-					p.first[e] = s
+					p.first[e] = int32(s)
 				} else {
-					idx.Link(last[e], s)
+					idx.Link(last[e], int32(s))
 				}
-				last[e] = s
+				last[e] = int32(s)
 				p.spans[e]++
 			}
 		}

@@ -281,3 +281,41 @@ func (w *Index) skipResourceSpans(s int32) int32 {
 	}
 	return s
 }
+
+// spanTraceIDField is Span.trace_id.
+const spanTraceIDField protowire.Number = 1
+
+// ErrBadTraceID: a span's trace_id is not 16 bytes (pdata refuses such a
+// request whole).
+var ErrBadTraceID = errors.New("a span's trace_id is not 16 bytes")
+
+// NumSpans is how many spans the request has.
+func (w *Index) NumSpans() int { return len(w.spans) }
+
+// TraceID reads span s's trace ID from its record without decoding the
+// span: zero when the field is absent or empty (as pdata reads it),
+// ErrBadTraceID when it has another length than 16 (pdata refuses it).
+func (w *Index) TraceID(s int) (id [16]byte, err error) {
+	r := w.spans[s].Range
+	_, _, body, end := w.field(r.From, r.To)
+	for pos := body; pos < end; {
+		num, typ, v, next := w.field(pos, end)
+		if next < 0 {
+			return id, ErrUnexpectedEncoding
+		}
+		if num == spanTraceIDField && typ == protowire.BytesType {
+			// The last occurrence wins, as protobuf decoding has it; pdata
+			// writes a zero ID as an empty field.
+			switch next - v {
+			case len(id):
+				copy(id[:], w.buf[v:next])
+			case 0:
+				id = [16]byte{}
+			default:
+				return id, ErrBadTraceID
+			}
+		}
+		pos = next
+	}
+	return id, nil
+}

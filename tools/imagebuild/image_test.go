@@ -189,7 +189,7 @@ func TestImageLayout(t *testing.T) {
 			for _, f := range shipped {
 				args := []string{"validate", "--config", f}
 				// Overlays validate over the config they complete.
-				if base, ok := map[string]string{"backend.yaml": "tail.yaml", "gateway-tracerouter.yaml": "gateway.yaml"}[filepath.Base(f)]; ok {
+				if base, ok := map[string]string{"backend.yaml": "tail.yaml", "gateway-loadbalancing.yaml": "gateway.yaml"}[filepath.Base(f)]; ok {
 					args = []string{"validate", "--config", filepath.Join("..", "..", "configs", base), "--config", f}
 				}
 				cmd := exec.Command(bin, args...)

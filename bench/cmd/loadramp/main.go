@@ -12,12 +12,16 @@
 //	tail_s2  the same with the sampler's buffer S2-compressed
 //	contrib  the same pipeline with contrib's tail_sampling instead
 //	         (bench/testdata/contrib-tail.yaml)
-//	gateway  configs/gateway.yaml (contrib's load_balancing), routing by
-//	         trace ID to three OTLP sinks that this process runs (they
-//	         decompress but do not decode)
-//	gateway_router
-//	         the same with trace_router (configs/gateway-tracerouter.yaml)
-//	gateway_none, gateway_router_none, …_gzip, …_snappy
+//	gateway  configs/gateway.yaml (trace_router, receiver and exporter),
+//	         routing by trace ID to three OTLP sinks that this process runs
+//	         (they decompress but do not decode)
+//	gateway_contrib
+//	         the same with contrib's load_balancing
+//	         (configs/gateway-loadbalancing.yaml)
+//	gateway_decoded
+//	         trace_router's exporter behind the otlp receiver, which
+//	         decodes every request (bench/testdata/gateway-decoded.yaml)
+//	gateway_none, gateway_contrib_none, …_gzip, …_snappy
 //	         either with another compression towards the samplers
 //
 //	go run ./bench/cmd/loadramp -bin bin/otelcol-cost
@@ -82,7 +86,7 @@ const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Expor
 
 func main() {
 	bin := flag.String("bin", "bin/otelcol-cost", "the built distribution")
-	setups := flag.String("setups", "bare,tail,contrib,gateway,gateway_router,gateway_none,gateway_router_none", "comma-separated setups to run")
+	setups := flag.String("setups", "bare,tail,contrib,gateway,gateway_contrib", "comma-separated setups to run")
 	start := flag.Float64("start", 20000, "first offered rate, spans/s")
 	factor := flag.Float64("factor", 1.5, "rate multiplier between steps")
 	steps := flag.Int("steps", 10, "at most this many steps per setup")
@@ -254,8 +258,13 @@ type setup struct {
 	env      []string
 }
 
-// routerOverlay selects the trace_router exporter in configs/gateway.yaml.
-const routerOverlay = "configs/gateway-tracerouter.yaml"
+// contribOverlay selects contrib's load_balancing in configs/gateway.yaml;
+// decodedOverlay keeps trace_router's exporter but has the otlp receiver
+// decode every request first (where trace_router's gain comes from).
+const (
+	contribOverlay = "configs/gateway-loadbalancing.yaml"
+	decodedOverlay = "bench/testdata/gateway-decoded.yaml"
+)
 
 var setupsByName = map[string]setup{
 	"bare": {config: "bench/testdata/bare.yaml"},
@@ -268,19 +277,22 @@ var setupsByName = map[string]setup{
 	// The sampler's buffer held S2-compressed (buffer_compression: s2).
 	"tail_s2": {config: "configs/tail.yaml", env: []string{"BUFFER_COMPRESSION=s2"}},
 	"contrib": {config: "bench/testdata/contrib-tail.yaml"},
-	// configs/gateway.yaml routes with contrib's load_balancing;
-	// gateway_router with trace_router (configs/gateway-tracerouter.yaml).
-	"gateway":        {config: "configs/gateway.yaml", sinks: 3},
-	"gateway_router": {config: "configs/gateway.yaml", overlays: []string{routerOverlay}, sinks: 3},
+	// configs/gateway.yaml routes with trace_router (receiver and
+	// exporter); gateway_contrib with contrib's load_balancing
+	// (configs/gateway-loadbalancing.yaml); gateway_decoded with
+	// trace_router's exporter behind the otlp receiver.
+	"gateway":         {config: "configs/gateway.yaml", sinks: 3},
+	"gateway_contrib": {config: "configs/gateway.yaml", overlays: []string{contribOverlay}, sinks: 3},
+	"gateway_decoded": {config: "configs/gateway.yaml", overlays: []string{decodedOverlay}, sinks: 3},
 	// The gateway's compression towards the samplers (zstd by default).
 	// gzip at level 1 (grpc_gzip): least gzip CPU, ≈ 5% more bytes.
-	"gateway_gzip1":         {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=gzip", "SAMPLER_GZIP_LEVEL=1"}},
-	"gateway_gzip":          {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=gzip"}},
-	"gateway_snappy":        {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=snappy"}},
-	"gateway_none":          {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
-	"gateway_router_gzip":   {config: "configs/gateway.yaml", overlays: []string{routerOverlay}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=gzip"}},
-	"gateway_router_snappy": {config: "configs/gateway.yaml", overlays: []string{routerOverlay}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=snappy"}},
-	"gateway_router_none":   {config: "configs/gateway.yaml", overlays: []string{routerOverlay}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
+	"gateway_gzip1":          {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=gzip", "SAMPLER_GZIP_LEVEL=1"}},
+	"gateway_gzip":           {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=gzip"}},
+	"gateway_snappy":         {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=snappy"}},
+	"gateway_none":           {config: "configs/gateway.yaml", sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
+	"gateway_contrib_gzip":   {config: "configs/gateway.yaml", overlays: []string{contribOverlay}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=gzip"}},
+	"gateway_contrib_snappy": {config: "configs/gateway.yaml", overlays: []string{contribOverlay}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=snappy"}},
+	"gateway_contrib_none":   {config: "configs/gateway.yaml", overlays: []string{contribOverlay}, sinks: 3, env: []string{"SAMPLER_COMPRESSION=none"}},
 }
 
 // collector is a running binary: where it takes OTLP/gRPC, its process,

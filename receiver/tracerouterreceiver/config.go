@@ -1,0 +1,47 @@
+package tracerouterreceiver // import "github.com/otelcol-cost/otelcol-cost/receiver/tracerouterreceiver"
+
+import (
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configgrpc"
+)
+
+// Config is the trace_router receiver's configuration.
+type Config struct {
+	// Protocols is otlp's shape; only grpc: OTLP/HTTP stays with the otlp
+	// receiver beside this one.
+	Protocols Protocols `mapstructure:"protocols"`
+	// Exporter is the trace_router exporter that routes what this receiver
+	// takes (its ring, connections and compression).
+	Exporter component.ID `mapstructure:"exporter"`
+	// MaxInflightBytes bounds the encoded requests held while their parts
+	// are sent; a request past it is refused with a retryable error.
+	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
+}
+
+// Protocols are the servers the receiver runs.
+type Protocols struct {
+	GRPC configgrpc.ServerConfig `mapstructure:"grpc"`
+	// HTTP is refused with a message: OTLP/HTTP goes to the otlp receiver.
+	HTTP map[string]any `mapstructure:"http"`
+}
+
+// Validate reports every invalid field by name.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Protocols.GRPC.NetAddr.Endpoint == "" {
+		errs = append(errs, errors.New("protocols.grpc.endpoint: required"))
+	}
+	if c.Protocols.HTTP != nil {
+		errs = append(errs, errors.New("protocols.http: not supported: receive OTLP/HTTP with the otlp receiver in the same pipeline (it reaches the trace_router exporter decoded)"))
+	}
+	if c.Exporter.Type().String() != "trace_router" {
+		errs = append(errs, fmt.Errorf("exporter: must name a trace_router exporter (trace_router or trace_router/NAME), got %q", c.Exporter.String()))
+	}
+	if c.MaxInflightBytes < 1 {
+		errs = append(errs, fmt.Errorf("max_inflight_bytes: must be ≥ 1, got %d", c.MaxInflightBytes))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,43 @@
+package tracerouterreceiver
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/configtest"
+)
+
+func loadConfig(t *testing.T, name string) *Config {
+	return configtest.Load[*Config](t, NewFactory(), name)
+}
+
+func TestLoadConfig(t *testing.T) {
+	def := loadConfig(t, "")
+	require.NoError(t, confmap.Validate(def))
+	assert.Equal(t, "0.0.0.0:4317", def.Protocols.GRPC.NetAddr.Endpoint)
+	assert.Equal(t, component.MustNewID("trace_router"), def.Exporter, "routes through the exporter of the same name by default")
+	assert.Equal(t, int64(defaultMaxInflightBytes), def.MaxInflightBytes)
+
+	named := loadConfig(t, "named")
+	require.NoError(t, confmap.Validate(named))
+	assert.Equal(t, component.MustNewIDWithName("trace_router", "samplers"), named.Exporter)
+	assert.Equal(t, int64(1<<20), named.MaxInflightBytes)
+	assert.Equal(t, 16, named.Protocols.GRPC.MaxRecvMsgSizeMiB)
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	err := confmap.Validate(loadConfig(t, "bad"))
+	require.Error(t, err)
+	for _, want := range []string{
+		"protocols.grpc.endpoint: required",
+		"protocols.http: not supported",
+		`exporter: must name a trace_router exporter (trace_router or trace_router/NAME), got "otlp"`,
+		"max_inflight_bytes: must be ≥ 1, got 0",
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+}

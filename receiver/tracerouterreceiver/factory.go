@@ -1,0 +1,43 @@
+// Package tracerouterreceiver is the gateway's OTLP/gRPC front door when it
+// routes with the trace_router exporter: it hands each request's encoding,
+// as received, to that exporter's router, which splits it by trace ID and
+// sends each sampler its part, so no span is decoded on the way. What the
+// router cannot send (a sampler refused its part, no sampler is known yet,
+// a request the wire split does not read) is decoded and goes down the
+// pipeline (memory_limiter, then the exporter's queue and retries), as
+// every span goes through the otlp receiver.
+package tracerouterreceiver // import "github.com/otelcol-cost/otelcol-cost/receiver/tracerouterreceiver"
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configgrpc"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/receiver"
+
+	"github.com/otelcol-cost/otelcol-cost/receiver/tracerouterreceiver/internal/metadata"
+)
+
+// NewFactory returns the trace_router receiver factory.
+func NewFactory() receiver.Factory {
+	return receiver.NewFactory(metadata.Type, func() component.Config { return createDefaultConfig() },
+		receiver.WithTraces(createTraces, metadata.TracesStability))
+}
+
+// defaultMaxInflightBytes holds a few hundred typical requests.
+const defaultMaxInflightBytes = 64 << 20
+
+func createDefaultConfig() *Config {
+	grpc := configgrpc.NewDefaultServerConfig()
+	grpc.NetAddr.Endpoint = "localhost:4317"
+	return &Config{
+		Protocols:        Protocols{GRPC: grpc},
+		Exporter:         component.NewID(metadata.Type),
+		MaxInflightBytes: defaultMaxInflightBytes,
+	}
+}
+
+func createTraces(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Traces) (receiver.Traces, error) {
+	return newReceiver(set, cfg.(*Config), next)
+}

@@ -1,0 +1,34 @@
+package metadata
+
+import (
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/instruments"
+)
+
+// Instrument names (the Prometheus endpoint adds _total to counters).
+const (
+	prefix           = "otelcol_receiver_trace_router_"
+	MetricRouted     = prefix + "routed_spans"
+	MetricToPipeline = prefix + "pipeline_spans"
+	MetricRefused    = prefix + "refused_requests"
+)
+
+// Telemetry holds the receiver's instruments.
+type Telemetry struct {
+	Routed     metric.Int64Counter
+	ToPipeline metric.Int64Counter
+	Refused    metric.Int64Counter
+}
+
+// NewTelemetry creates the instruments on the collector's meter provider.
+func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
+	b := instruments.New(set.MeterProvider.Meter(ScopeName))
+	t := &Telemetry{
+		Routed:     b.Int64Counter(MetricRouted, "Spans routed to the samplers from the request's encoding as received, never decoded.", "{span}"),
+		ToPipeline: b.Int64Counter(MetricToPipeline, "Spans decoded and handed to the pipeline (memory_limiter, then the trace_router exporter's queue), by cause (send_failed: their sampler did not take them; not_indexed: a request the wire split does not read; no_route: no sampler known yet).", "{span}"),
+		Refused:    b.Int64Counter(MetricRefused, "Requests refused before routing, by cause (inflight: over max_inflight_bytes, retryable; malformed: not an OTLP trace request).", "{request}"),
+	}
+	return t, b.Err()
+}

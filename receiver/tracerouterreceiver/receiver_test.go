@@ -1,0 +1,479 @@
+package tracerouterreceiver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configcompression"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	oteltrace "go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	grpccodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/otelcol-cost/otelcol-cost/exporter/tracerouterexporter"
+	"github.com/otelcol-cost/otelcol-cost/internal/ring"
+	"github.com/otelcol-cost/otelcol-cost/receiver/tracerouterreceiver/internal/metadata"
+)
+
+// sampler is an OTLP/gRPC server standing for a sampler: it records the
+// spans it received, and refuses while refuse is set.
+type sampler struct {
+	ptraceotlp.UnimplementedGRPCServer
+	addr   string
+	refuse atomic.Bool
+	mu     sync.Mutex
+	spans  map[pcommon.SpanID]int
+	traces map[pcommon.TraceID]bool
+}
+
+func (s *sampler) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	if s.refuse.Load() {
+		return ptraceotlp.NewExportResponse(), status.Error(grpccodes.Unavailable, "refusing")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	eachSpan(req.Traces(), func(sp ptrace.Span) {
+		s.spans[sp.SpanID()]++
+		s.traces[sp.TraceID()] = true
+	})
+	return ptraceotlp.NewExportResponse(), nil
+}
+
+func (s *sampler) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.spans {
+		n += c
+	}
+	return n
+}
+
+func eachSpan(td ptrace.Traces, f func(ptrace.Span)) {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		for j := 0; j < rss.At(i).ScopeSpans().Len(); j++ {
+			spans := rss.At(i).ScopeSpans().At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				f(spans.At(k))
+			}
+		}
+	}
+}
+
+func startSamplers(t *testing.T, n int) ([]*sampler, []string) {
+	t.Helper()
+	var out []*sampler
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		s := &sampler{addr: ln.Addr().String(), spans: map[pcommon.SpanID]int{}, traces: map[pcommon.TraceID]bool{}}
+		srv := grpc.NewServer()
+		ptraceotlp.RegisterGRPCServer(srv, s)
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(srv.Stop)
+		out = append(out, s)
+		addrs = append(addrs, s.addr)
+	}
+	return out, addrs
+}
+
+// startExporter starts a trace_router exporter on the samplers; queue
+// turns its sending_queue on (what the pipeline hands it then waits there
+// for its retries).
+func startExporter(t *testing.T, addrs []string, queue bool) exporter.Traces {
+	t.Helper()
+	f := tracerouterexporter.NewFactory()
+	cfg := f.CreateDefaultConfig().(*tracerouterexporter.Config)
+	cfg.Resolver.Static = configoptional.Some(tracerouterexporter.StaticResolver{Hostnames: addrs})
+	cfg.Protocol.OTLP.ClientConfig.TLS.Insecure = true
+	cfg.Protocol.OTLP.ClientConfig.Compression = configcompression.TypeZstd
+	cfg.BackOffConfig.InitialInterval = 50 * time.Millisecond
+	cfg.BackOffConfig.MaxInterval = 200 * time.Millisecond
+	if !queue {
+		cfg.QueueSettings = configoptional.None[exporterhelper.QueueBatchConfig]()
+	}
+	require.NoError(t, cfg.Validate())
+	set := exportertest.NewNopSettings(f.Type())
+	set.ID = component.NewID(f.Type()) // the receiver's default
+	exp, err := f.CreateTraces(context.Background(), set, cfg)
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+	return exp
+}
+
+// startReceiver starts the receiver on a free port in front of the
+// started trace_router exporter, with next as its pipeline.
+func startReceiver(t *testing.T, next consumer.Traces, edit func(*Config)) (addr string, tel *componenttest.Telemetry) {
+	t.Helper()
+	tel = componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	cfg := createDefaultConfig()
+	cfg.Protocols.GRPC.NetAddr.Endpoint = "127.0.0.1:0"
+	if edit != nil {
+		edit(cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	r, err := newReceiver(set, cfg, next)
+	require.NoError(t, err)
+	// Listen on a port chosen here, so the test knows it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr = ln.Addr().String()
+	require.NoError(t, ln.Close())
+	cfg.Protocols.GRPC.NetAddr.Endpoint = addr
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
+	return addr, tel
+}
+
+type point struct {
+	attrs attribute.Set
+	value int64
+}
+
+func sumPoints(m metricdata.Metrics) []point {
+	var out []point
+	if s, ok := m.Data.(metricdata.Sum[int64]); ok {
+		for _, dp := range s.DataPoints {
+			out = append(out, point{attrs: dp.Attributes, value: dp.Value})
+		}
+	}
+	return out
+}
+
+func counter(t *testing.T, tel *componenttest.Telemetry, name string, attrs ...attribute.KeyValue) int64 {
+	t.Helper()
+	m, err := tel.GetMetric(name)
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, dp := range sumPoints(m) {
+		ok := true
+		for _, a := range attrs {
+			if v, has := dp.attrs.Value(a.Key); !has || v != a.Value {
+				ok = false
+			}
+		}
+		if ok {
+			total += dp.value
+		}
+	}
+	return total
+}
+
+// Real SDK clients (the Go SDK's OTLP/gRPC exporter and batch span
+// processor, two services, spans of one trace in different requests): every
+// span reaches the sampler the ring gives its trace to, once, and none
+// was decoded on the way (the pipeline received nothing).
+func TestSDKRequestsAreRoutedAsReceived(t *testing.T) {
+	samplers, addrs := startSamplers(t, 3)
+	startExporter(t, addrs, false)
+	pipeline := new(consumertest.TracesSink)
+	addr, tel := startReceiver(t, pipeline, nil)
+
+	ctx := context.Background()
+	var providers []*sdktrace.TracerProvider
+	for _, svc := range []string{"frontend", "checkout"} {
+		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure())
+		require.NoError(t, err)
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(50*time.Millisecond)),
+			sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", svc))))
+		providers = append(providers, tp)
+	}
+	const traces = 300
+	for i := range traces {
+		rootCtx, root := providers[0].Tracer("http").Start(ctx, "GET /cart")
+		_, child := providers[1].Tracer("db").Start(rootCtx, "SELECT", oteltrace.WithAttributes(attribute.Int("i", i)))
+		if i%10 == 0 {
+			child.SetStatus(codes.Error, "down")
+		}
+		child.End()
+		root.End()
+	}
+	for _, tp := range providers {
+		require.NoError(t, tp.Shutdown(ctx))
+	}
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, s := range samplers {
+			n += s.count()
+		}
+		return n == 2*traces
+	}, 10*time.Second, 20*time.Millisecond)
+	rg := ring.New(addrs)
+	for _, s := range samplers {
+		assert.NotEmpty(t, s.traces, "three samplers share 300 traces")
+		for id := range s.traces {
+			assert.Equal(t, s.addr, rg.Owner(id), "trace at the wrong sampler")
+		}
+		for id, c := range s.spans {
+			assert.Equal(t, 1, c, "span %v received %d times", id, c)
+		}
+	}
+	assert.Zero(t, pipeline.SpanCount(), "nothing decoded into the pipeline")
+	assert.Equal(t, int64(2*traces), counter(t, tel, metadata.MetricRouted))
+}
+
+// rawClient sends bytes as an OTLP/gRPC trace export.
+type rawClient struct{ conn *grpc.ClientConn }
+
+type rawCodecClient struct{}
+
+func (rawCodecClient) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (rawCodecClient) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodecClient) Name() string { return "proto" }
+
+func dialRaw(t *testing.T, addr string) *rawClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return &rawClient{conn: conn}
+}
+
+func (c *rawClient) export(req []byte) ([]byte, error) {
+	var resp []byte
+	err := c.conn.Invoke(context.Background(), exportMethod, &req, &resp, grpc.ForceCodec(rawCodecClient{}))
+	return resp, err
+}
+
+// request is n traces of two spans each, under one resource, in pdata's
+// encoding; span IDs count from *next.
+func request(n int, next *uint64) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "svc")
+	ss := rs.ScopeSpans().AppendEmpty()
+	for i := range n {
+		tid := pcommon.TraceID{byte(*next), byte(*next >> 8), byte(i), 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 1}
+		for range 2 {
+			*next++
+			sp := ss.Spans().AppendEmpty()
+			sp.SetTraceID(tid)
+			sp.SetSpanID(pcommon.SpanID{byte(*next), byte(*next >> 8), byte(*next >> 16), 1})
+			sp.SetName("op")
+		}
+	}
+	return td
+}
+
+func encode(t *testing.T, td ptrace.Traces) []byte {
+	t.Helper()
+	var m ptrace.ProtoMarshaler
+	b, err := m.MarshalTraces(td)
+	require.NoError(t, err)
+	return b
+}
+
+// A sampler that refuses: its part, and only it, is decoded and handed to
+// the pipeline; the client is told the request was taken.
+func TestARefusedPartGoesDownThePipeline(t *testing.T) {
+	samplers, addrs := startSamplers(t, 3)
+	samplers[1].refuse.Store(true)
+	startExporter(t, addrs, false)
+	pipeline := new(consumertest.TracesSink)
+	addr, tel := startReceiver(t, pipeline, nil)
+	c := dialRaw(t, addr)
+	var next uint64
+	sent := 0
+	for range 20 {
+		td := request(30, &next)
+		sent += td.SpanCount()
+		_, err := c.export(encode(t, td))
+		require.NoError(t, err)
+	}
+	rg := ring.New(addrs)
+	handed := 0
+	for _, td := range pipeline.AllTraces() {
+		eachSpan(td, func(sp ptrace.Span) {
+			handed++
+			assert.Equal(t, samplers[1].addr, rg.Owner(sp.TraceID()), "only the refusing sampler's spans")
+		})
+	}
+	assert.Equal(t, sent, samplers[0].count()+samplers[2].count()+handed, "every span sent or handed on")
+	assert.Positive(t, handed)
+	assert.Equal(t, int64(handed), counter(t, tel, metadata.MetricToPipeline, attribute.String("cause", "send_failed")))
+}
+
+// Through the real exporter as the pipeline: the refused part waits in the
+// exporter's queue and its retries reach the sampler once it takes spans
+// again. Nothing lost, nothing received twice.
+func TestARefusedPartIsRetriedThroughTheExportersQueue(t *testing.T) {
+	samplers, addrs := startSamplers(t, 3)
+	samplers[2].refuse.Store(true)
+	exp := startExporter(t, addrs, true)
+	addr, _ := startReceiver(t, exp, nil)
+	c := dialRaw(t, addr)
+	var next uint64
+	sent := 0
+	for range 20 {
+		td := request(30, &next)
+		sent += td.SpanCount()
+		_, err := c.export(encode(t, td))
+		require.NoError(t, err)
+	}
+	time.Sleep(200 * time.Millisecond) // retries fail meanwhile
+	samplers[2].refuse.Store(false)
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, s := range samplers {
+			n += s.count()
+		}
+		return n == sent
+	}, 15*time.Second, 20*time.Millisecond)
+	for _, s := range samplers {
+		for id, cnt := range s.spans {
+			require.Equal(t, 1, cnt, "span %v received %d times", id, cnt)
+		}
+	}
+}
+
+// Spans without a trace ID cannot be routed: dropped, and said so in the
+// response's partial success, as OTLP asks.
+func TestZeroTraceIDsAreReportedAsRejected(t *testing.T) {
+	samplers, addrs := startSamplers(t, 2)
+	startExporter(t, addrs, false)
+	addr, _ := startReceiver(t, new(consumertest.TracesSink), nil)
+	var next uint64
+	td := request(10, &next)
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	spans.At(0).SetTraceID(pcommon.TraceID{})
+	spans.At(3).SetTraceID(pcommon.TraceID{})
+	resp, err := dialRaw(t, addr).export(encode(t, td))
+	require.NoError(t, err)
+	r := ptraceotlp.NewExportResponse()
+	require.NoError(t, r.UnmarshalProto(resp))
+	assert.Equal(t, int64(2), r.PartialSuccess().RejectedSpans())
+	assert.Contains(t, r.PartialSuccess().ErrorMessage(), "zero trace ID")
+	require.Eventually(t, func() bool { return samplers[0].count()+samplers[1].count() == 18 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// Requests the wire split does not read are decoded and go down the
+// pipeline (still valid OTLP: a field between two ScopeSpans); what is not
+// OTLP at all is refused as invalid and counted, never a crash.
+func TestRequestsTheSplitDoesNotReadAreDecodedOrRefused(t *testing.T) {
+	_, addrs := startSamplers(t, 2)
+	startExporter(t, addrs, false)
+	pipeline := new(consumertest.TracesSink)
+	addr, tel := startReceiver(t, pipeline, nil)
+	c := dialRaw(t, addr)
+
+	// ResourceSpans{scope_spans{span{trace_id}}, schema_url, scope_spans{span}}.
+	span := func(b byte) []byte {
+		tid := protowire.AppendTag(nil, 1, protowire.BytesType)
+		tid = protowire.AppendBytes(tid, []byte{b, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+		sp := protowire.AppendTag(nil, 2, protowire.BytesType)
+		return protowire.AppendBytes(sp, tid)
+	}
+	scope := func(b byte) []byte {
+		ss := protowire.AppendTag(nil, 2, protowire.BytesType)
+		return protowire.AppendBytes(ss, span(b))
+	}
+	var body []byte
+	body = append(body, scope(1)...)
+	body = protowire.AppendTag(body, 3, protowire.BytesType)
+	body = protowire.AppendString(body, "https://opentelemetry.io/schemas/1.26.0")
+	body = append(body, scope(2)...)
+	req := protowire.AppendTag(nil, 1, protowire.BytesType)
+	req = protowire.AppendBytes(req, body)
+	_, err := c.export(req)
+	require.NoError(t, err)
+	assert.Equal(t, 2, pipeline.SpanCount(), "decoded and handed on")
+	assert.Equal(t, int64(2), counter(t, tel, metadata.MetricToPipeline, attribute.String("cause", "not_indexed")))
+
+	badTraceID := []byte{0x0a, 0x09, 0x12, 0x07, 0x12, 0x05, 0x0a, 0x03, 1, 2, 3}
+	for name, b := range map[string][]byte{
+		"truncated":              {0x0a, 0x05, 0x12},
+		"trace_id of 3 bytes":    badTraceID,
+		"not protobuf":           []byte("GET / HTTP/1.1\r\n"),
+		"deep field of bad type": {0x0a, 0x04, 0x12, 0x02, 0x12, 0x01},
+	} {
+		_, err := c.export(b)
+		require.Error(t, err, name)
+		assert.Equal(t, grpccodes.InvalidArgument, status.Code(err), name)
+	}
+	assert.Equal(t, int64(4), counter(t, tel, metadata.MetricRefused, attribute.String("cause", "malformed")))
+	assert.Equal(t, 2, pipeline.SpanCount())
+}
+
+// Past max_inflight_bytes a request is refused with a retryable code,
+// before anything of it is held or sent.
+func TestMaxInflightBytesRefusesRetryably(t *testing.T) {
+	samplers, addrs := startSamplers(t, 2)
+	startExporter(t, addrs, false)
+	var next uint64
+	small, big := request(1, &next), request(50, &next)
+	limit := int64(len(encode(t, small)))
+	addr, tel := startReceiver(t, new(consumertest.TracesSink), func(c *Config) { c.MaxInflightBytes = limit })
+	c := dialRaw(t, addr)
+	_, err := c.export(encode(t, small))
+	require.NoError(t, err, "a request under the bound passes")
+	_, err = c.export(encode(t, big))
+	require.Error(t, err)
+	assert.Equal(t, grpccodes.Unavailable, status.Code(err))
+	assert.Equal(t, int64(1), counter(t, tel, metadata.MetricRefused, attribute.String("cause", "inflight")))
+	assert.Equal(t, 2, samplers[0].count()+samplers[1].count(), "only the small request's spans")
+}
+
+// What the pipeline refuses (memory_limiter) is the client's error, with
+// its retryability.
+func TestThePipelinesRefusalIsTheClients(t *testing.T) {
+	samplers, addrs := startSamplers(t, 1)
+	samplers[0].refuse.Store(true)
+	startExporter(t, addrs, false)
+	addr, _ := startReceiver(t, consumertest.NewErr(fmt.Errorf("data refused due to high memory usage")), nil)
+	var next uint64
+	_, err := dialRaw(t, addr).export(encode(t, request(3, &next)))
+	require.Error(t, err)
+	assert.Equal(t, grpccodes.Unavailable, status.Code(err))
+}
+
+// With no trace_router exporter started under the configured ID, start-up
+// fails and names it.
+func TestStartFailsWithoutItsExporter(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Protocols.GRPC.NetAddr.Endpoint = "127.0.0.1:0"
+	cfg.Exporter = component.MustNewIDWithName("trace_router", "missing")
+	r, err := newReceiver(receivertest.NewNopSettings(metadata.Type), cfg, new(consumertest.TracesSink))
+	require.NoError(t, err)
+	err = r.Start(context.Background(), componenttest.NewNopHost())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"trace_router/missing"`)
+	require.NoError(t, r.Shutdown(context.Background()))
+}
