@@ -112,10 +112,14 @@ var onlyOnTrouble = map[string]bool{
 	// (gateway.router: load_balancing; TestRingEqualityTraceRouterAndLoadBalancing
 	// runs it) and trace_router's failures, exposed once a send fails
 	// (the exporter's own tests).
-	"otelcol_loadbalancer_backend_outcome_total":                             true,
-	"otelcol_loadbalancer_num_backends":                                      true,
-	"otelcol_exporter_trace_router_send_failed_spans_total":                  true,
-	"otelcol_exporter_trace_router_rerouted_spans_total":                     true,
+	"otelcol_loadbalancer_backend_outcome_total":            true,
+	"otelcol_loadbalancer_num_backends":                     true,
+	"otelcol_exporter_trace_router_send_failed_spans_total": true,
+	"otelcol_exporter_trace_router_rerouted_spans_total":    true,
+	// The trace_router receiver's fallbacks: a sampler refused, or a request
+	// the wire split does not read (the receiver's own tests).
+	"otelcol_receiver_trace_router_pipeline_spans_total":                     true,
+	"otelcol_receiver_trace_router_refused_requests_total":                   true,
 	"otelcol_processor_tail_sampling_sampling_trace_dropped_too_early_total": true,
 	"otelcol_processor_memory_limiter_refused_spans_total":                   true,
 	"otelcol_exporter_send_failed_spans_total":                               true,

@@ -2,11 +2,11 @@ package tracerouterexporter
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"testing"
 
 	kgzip "github.com/klauspost/compress/gzip"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/grpc/encoding"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/otlpwire"
@@ -14,20 +14,23 @@ import (
 )
 
 // BenchmarkPartCompression compresses what the router sends one sampler
-// (a third of a batch of 4,096 reference spans) with each compression the
-// gateway offers, as gRPC does, and reports CPU and bytes per span: what
-// the gateway's default compression is chosen on. gzip is klauspost's at
+// (a third of a request) with each compression the gateway offers, as
+// gRPC does, and reports CPU and bytes per span: what the gateway's
+// default compression is chosen on. Two request sizes: 512 spans (an SDK's
+// default export batch, what the trace_router receiver splits) and 4,096
+// (the exporter's queue merging requests). gzip is klauspost's at
 // level 5 (what the grpc_gzip extension installs); zstd and snappy are the
 // compressors configgrpc registers.
 //
 //	go test -run '^$' -bench PartCompression ./exporter/tracerouterexporter/
 func BenchmarkPartCompression(b *testing.B) {
-	td, _ := workload.NewGenerator(workload.Options{Services: 10}).Batch(1024)
-	var m ptrace.ProtoMarshaler
-	whole, err := m.MarshalTraces(td)
-	if err != nil {
-		b.Fatal(err)
+	for _, traces := range []int{128, 1024} { // of 4 spans
+		b.Run(fmt.Sprintf("spans=%d", 4*traces), func(b *testing.B) { benchmarkPartCompression(b, traces) })
 	}
+}
+
+func benchmarkPartCompression(b *testing.B, traces int) {
+	td, _ := workload.NewGenerator(workload.Options{Services: 10}).Batch(traces)
 	rg := testRing(3)
 	var idx otlpwire.Index
 	if err := idx.Marshal(td); err != nil {
@@ -51,7 +54,6 @@ func BenchmarkPartCompression(b *testing.B) {
 		}
 		compressors[name] = c.Compress
 	}
-	_ = whole
 	for _, name := range []string{"none", "snappy", "zstd", "gzip_level1", "gzip_level5"} {
 		b.Run(name, func(b *testing.B) {
 			var out bytes.Buffer

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/otlpwire"
 	"github.com/otelcol-cost/otelcol-cost/internal/ring"
@@ -134,6 +136,52 @@ func TestWireSplitEqualsAPdataSplit(t *testing.T) {
 				assert.Equal(t, want[e].SpanCount(), p.spans[e])
 			}
 			require.Equal(t, td.SpanCount(), total, "every span in one part, or counted as zero trace ID")
+		}
+	}
+}
+
+// Split as received, the way the trace_router receiver splits: requests
+// encoded by protobuf-go, as the Go SDK's exporter encodes them (fields in
+// number order, where pdata writes them in reverse), give each member the
+// same spans, resources and scopes as a pdata split: each part decodes to
+// what pdata's split holds.
+func TestSplitAsReceivedEqualsAPdataSplit(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(43, 1))
+	var m ptrace.ProtoMarshaler
+	var u ptrace.ProtoUnmarshaler
+	for _, members := range []int{1, 3, 7} {
+		rg := testRing(members)
+		for round := range 100 {
+			td := mixedRequest(rnd, 1+rnd.IntN(12))
+			pdataBytes, err := m.MarshalTraces(td)
+			require.NoError(t, err)
+			var sdk tracepb.TracesData
+			require.NoError(t, proto.Unmarshal(pdataBytes, &sdk))
+			sdkBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(&sdk)
+			require.NoError(t, err)
+			require.NotEqual(t, pdataBytes, sdkBytes, "the two encoders lay fields out differently")
+
+			var idx otlpwire.Index
+			require.NoError(t, idx.Parse(sdkBytes))
+			p, err := split(&idx, rg)
+			require.NoError(t, err)
+			want := pdataSplit(td, rg)
+			total := p.zero
+			for e := range want {
+				total += p.spans[e]
+				if want[e].SpanCount() == 0 {
+					require.Negative(t, p.first[e], "members %d, round %d, member %d", members, round, e)
+					continue
+				}
+				got, err := u.UnmarshalTraces(idx.AppendEncoding(nil, p.first[e]))
+				require.NoError(t, err)
+				gotBytes, err := m.MarshalTraces(got)
+				require.NoError(t, err)
+				wantBytes, err := m.MarshalTraces(want[e])
+				require.NoError(t, err)
+				require.Equal(t, wantBytes, gotBytes, "members %d, round %d, member %d", members, round, e)
+			}
+			require.Equal(t, td.SpanCount(), total)
 		}
 	}
 }
