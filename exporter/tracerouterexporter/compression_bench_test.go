@@ -36,7 +36,7 @@ func benchmarkPartCompression(b *testing.B, traces int) {
 	if err := idx.Marshal(td); err != nil {
 		b.Fatal(err)
 	}
-	p, err := split(&idx, rg)
+	p, err := splitIndex(&idx, rg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -172,97 +172,127 @@ func withPort(ep string) string {
 
 // push routes td: the exporter's path, after the pipeline decoded it.
 func (r *router) push(ctx context.Context, td ptrace.Traces) error {
-	idx := r.indexes.Get().(*otlpwire.Index)
-	defer func() {
-		idx.Reset()
-		r.indexes.Put(idx)
-	}()
-	if err := idx.Marshal(td); err != nil {
+	sp := r.newSplit()
+	if err := sp.idx.Marshal(td); err != nil {
+		sp.release()
 		return consumererror.NewPermanent(fmt.Errorf("cannot index the request's encoding: %w", err))
 	}
-	out, err := r.route(ctx, idx)
-	switch {
+	switch err := sp.split(ctx); {
 	case errors.Is(err, traceroute.ErrNoRoute):
 		r.tel.InvalidSpans.Add(ctx, int64(td.SpanCount()), r.invalid[invalidNoBackend])
 		return fmt.Errorf("%w: the resolver has found none", err)
 	case err != nil:
 		return consumererror.NewPermanent(fmt.Errorf("cannot route the request's encoding: %w", err))
-	case out.Failed == (ptrace.Traces{}):
+	}
+	out := sp.Send(ctx)
+	if out.Failed == (ptrace.Traces{}) {
 		return nil
 	}
-	return consumererror.NewTraces(out.err, out.Failed)
+	return consumererror.NewTraces(out.Err, out.Failed)
 }
 
-// RouteEncoded routes a request's encoding as received, before anything
-// decodes it: the trace_router receiver's path.
-func (r *router) RouteEncoded(ctx context.Context, req []byte) (traceroute.Outcome, error) {
-	idx := r.indexes.Get().(*otlpwire.Index)
-	defer func() {
-		idx.Reset()
-		r.indexes.Put(idx)
-	}()
-	if err := idx.Parse(req); err != nil {
-		return traceroute.Outcome{}, traceroute.ErrNotIndexed
+// Split indexes a request's encoding as received, before anything decodes
+// it, and splits it by trace ID on the ring as it is now: the
+// trace_router receiver's path. Nothing is sent until Send.
+func (r *router) Split(req []byte) (traceroute.Split, error) {
+	sp := r.newSplit()
+	if err := sp.idx.Parse(req); err != nil {
+		sp.release()
+		return nil, traceroute.ErrNotIndexed
 	}
-	out, err := r.route(ctx, idx)
-	switch {
+	switch err := sp.split(context.Background()); {
 	case errors.Is(err, traceroute.ErrNoRoute):
-		return traceroute.Outcome{}, err
+		return nil, err
 	case err != nil:
 		// A trace_id of another length than 16: decoding says what it is.
-		return traceroute.Outcome{}, traceroute.ErrNotIndexed
+		return nil, traceroute.ErrNotIndexed
 	}
-	return out.Outcome, nil
+	return sp, nil
 }
 
-// routed is an Outcome and why its Failed spans failed.
-type routed struct {
-	traceroute.Outcome
-	err error
+// split is one request, indexed, and its spans per sampler of the ring
+// it was split on; it holds a pooled index until Send (or a failed split)
+// releases it.
+type split struct {
+	r     *router
+	idx   *otlpwire.Index
+	rt    *routes
+	parts parts
 }
 
-// route sends each sampler its part of the indexed request. Nothing is
-// sent when it returns an error.
-func (r *router) route(ctx context.Context, idx *otlpwire.Index) (routed, error) {
-	rt := r.routes.Load()
-	if len(rt.backends) == 0 {
-		return routed{}, traceroute.ErrNoRoute
+func (r *router) newSplit() *split {
+	return &split{r: r, idx: r.indexes.Get().(*otlpwire.Index)}
+}
+
+func (sp *split) release() {
+	sp.idx.Reset()
+	sp.r.indexes.Put(sp.idx)
+	sp.idx = nil
+}
+
+// split links each span into its sampler's chain; on an error the index
+// is released and nothing is sent.
+func (sp *split) split(ctx context.Context) error {
+	sp.rt = sp.r.routes.Load()
+	if len(sp.rt.backends) == 0 {
+		sp.release()
+		return traceroute.ErrNoRoute
 	}
-	parts, err := split(idx, rt.ring)
-	if err != nil {
-		return routed{}, err
+	var err error
+	if sp.parts, err = splitIndex(sp.idx, sp.rt.ring); err != nil {
+		sp.release()
+		return err
 	}
-	var out routed
-	if parts.zero > 0 {
+	if sp.parts.zero > 0 {
 		// No trace to route by: dropped, and counted, as the samplers would.
-		r.tel.InvalidSpans.Add(ctx, int64(parts.zero), r.invalid[invalidZeroTraceID])
-		out.Dropped = parts.zero
+		sp.r.tel.InvalidSpans.Add(ctx, int64(sp.parts.zero), sp.r.invalid[invalidZeroTraceID])
 	}
+	return nil
+}
+
+// Spans is how many spans the parts hold.
+func (sp *split) Spans() int {
+	n := 0
+	for _, c := range sp.parts.spans {
+		n += c
+	}
+	return n
+}
+
+// Dropped is how many spans had a zero trace ID.
+func (sp *split) Dropped() int { return sp.parts.zero }
+
+// Send sends each sampler its part and releases the split.
+func (sp *split) Send(ctx context.Context) traceroute.Outcome {
+	r := sp.r
+	defer sp.release()
+	var out traceroute.Outcome
 	var errs []error
 	bp := r.buffers.Get().(*[]byte)
 	defer r.buffers.Put(bp)
 	buf := (*bp)[:0]
 	defer func() { *bp = buf[:0] }()
-	for e, b := range rt.backends {
-		if parts.first[e] < 0 {
+	for e, b := range sp.rt.backends {
+		first, spans := sp.parts.first[e], sp.parts.spans[e]
+		if first < 0 {
 			continue
 		}
-		buf = idx.AppendEncoding(buf[:0], parts.first[e])
+		buf = sp.idx.AppendEncoding(buf[:0], first)
 		if err := r.send(ctx, b, buf); err != nil {
-			r.tel.SendFailed.Add(ctx, int64(parts.spans[e]), b.attrs)
+			r.tel.SendFailed.Add(ctx, int64(spans), b.attrs)
 			errs = append(errs, fmt.Errorf("sampler %s: %w", b.endpoint, err))
 			out.Failed = r.giveBack(out.Failed, buf)
 			continue
 		}
-		out.Sent += parts.spans[e]
-		r.tel.Spans.Add(ctx, int64(parts.spans[e]), b.attrs)
+		out.Sent += spans
+		r.tel.Spans.Add(ctx, int64(spans), b.attrs)
 		r.tel.Bytes.Add(ctx, int64(len(buf)), b.attrs)
 	}
 	if len(errs) > 0 {
-		out.err = errors.Join(errs...)
+		out.Err = errors.Join(errs...)
 		r.tel.Rerouted.Add(ctx, int64(out.Failed.SpanCount()))
 	}
-	return out, nil
+	return out
 }
 
 // giveBack adds a part a sampler did not take to what goes back to the
@@ -295,11 +325,11 @@ type parts struct {
 	zero  int
 }
 
-// split links each span of the indexed request into the chain of the
+// splitIndex links each span of the indexed request into the chain of the
 // ring member its trace ID belongs to, reading trace IDs from the encoding;
 // idx.AppendEncoding(first[e]) is then member e's request. A ResourceSpans
 // whose spans all go to one member is copied as one record.
-func split(idx *otlpwire.Index, rg *ring.Ring) (parts, error) {
+func splitIndex(idx *otlpwire.Index, rg *ring.Ring) (parts, error) {
 	n := rg.Size()
 	p := parts{first: make([]int32, n), spans: make([]int, n)}
 	last := make([]int32, n)

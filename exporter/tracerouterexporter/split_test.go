@@ -116,7 +116,7 @@ func TestWireSplitEqualsAPdataSplit(t *testing.T) {
 			td := mixedRequest(rnd, 1+rnd.IntN(12))
 			var idx otlpwire.Index
 			require.NoError(t, idx.Marshal(td))
-			p, err := split(&idx, rg)
+			p, err := splitIndex(&idx, rg)
 			require.NoError(t, err)
 			want := pdataSplit(td, rg)
 			total := p.zero
@@ -163,7 +163,7 @@ func TestSplitAsReceivedEqualsAPdataSplit(t *testing.T) {
 
 			var idx otlpwire.Index
 			require.NoError(t, idx.Parse(sdkBytes))
-			p, err := split(&idx, rg)
+			p, err := splitIndex(&idx, rg)
 			require.NoError(t, err)
 			want := pdataSplit(td, rg)
 			total := p.zero
@@ -208,7 +208,7 @@ func FuzzSplit(f *testing.F) {
 		if idx.Parse(data) != nil {
 			return
 		}
-		p, err := split(&idx, rg)
+		p, err := splitIndex(&idx, rg)
 		if err != nil {
 			return // the receiver decodes it instead; no panic
 		}

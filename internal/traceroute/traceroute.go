@@ -21,24 +21,34 @@ import (
 // Router routes an encoded OTLP trace request (an ExportTraceServiceRequest,
 // or a TracesData: the same encoding) to the samplers.
 type Router interface {
-	// RouteEncoded sends each sampler its spans of req. A non-nil error
-	// means nothing was sent (ErrNotIndexed, ErrNoRoute): the caller decodes
-	// req and sends it through the pipeline. Otherwise the Outcome says
-	// what happened to every span.
-	RouteEncoded(ctx context.Context, req []byte) (Outcome, error)
+	// Split indexes req and splits it by trace ID on the ring as it is
+	// now; nothing is sent yet. An error means nothing will be
+	// (ErrNotIndexed, ErrNoRoute): the caller decodes req and sends it
+	// through the pipeline. req must stay unchanged until Send returns.
+	Split(req []byte) (Split, error)
 }
 
-// Outcome is what became of a request's spans: Sent + Dropped + the spans
-// of Failed is every span of it.
+// Split is a request split by trace ID, waiting to be sent.
+type Split interface {
+	// Spans is how many spans its parts hold.
+	Spans() int
+	// Dropped is how many spans had no trace ID to route by (counted by
+	// the router, in no part).
+	Dropped() int
+	// Send sends each sampler its part, once; Sent + the spans of Failed
+	// is Spans().
+	Send(ctx context.Context) Outcome
+}
+
+// Outcome is what became of a split's spans.
 type Outcome struct {
 	// Sent is how many spans samplers took.
 	Sent int
-	// Dropped is how many spans had no trace ID to route by (counted by the
-	// router).
-	Dropped int
 	// Failed holds the spans whose sampler did not take them, decoded, for
 	// the pipeline's queue to route again; the zero value when none.
 	Failed ptrace.Traces
+	// Err says why they failed.
+	Err error
 }
 
 var (

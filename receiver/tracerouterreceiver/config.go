@@ -19,6 +19,9 @@ type Config struct {
 	// MaxInflightBytes bounds the encoded requests held while their parts
 	// are sent; a request past it is refused with a retryable error.
 	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
+	// NumWorkers is how many requests' parts are sent at once; the others
+	// wait, held in max_inflight_bytes.
+	NumWorkers int `mapstructure:"num_workers"`
 }
 
 // Protocols are the servers the receiver runs.
@@ -39,6 +42,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Exporter.Type().String() != "trace_router" {
 		errs = append(errs, fmt.Errorf("exporter: must name a trace_router exporter (trace_router or trace_router/NAME), got %q", c.Exporter.String()))
+	}
+	if c.NumWorkers < 1 {
+		errs = append(errs, fmt.Errorf("num_workers: must be ≥ 1, got %d", c.NumWorkers))
 	}
 	if c.MaxInflightBytes < 1 {
 		errs = append(errs, fmt.Errorf("max_inflight_bytes: must be ≥ 1, got %d", c.MaxInflightBytes))

@@ -21,11 +21,13 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, "0.0.0.0:4317", def.Protocols.GRPC.NetAddr.Endpoint)
 	assert.Equal(t, component.MustNewID("trace_router"), def.Exporter, "routes through the exporter of the same name by default")
 	assert.Equal(t, int64(defaultMaxInflightBytes), def.MaxInflightBytes)
+	assert.Equal(t, defaultNumWorkers, def.NumWorkers)
 
 	named := loadConfig(t, "named")
 	require.NoError(t, confmap.Validate(named))
 	assert.Equal(t, component.MustNewIDWithName("trace_router", "samplers"), named.Exporter)
 	assert.Equal(t, int64(1<<20), named.MaxInflightBytes)
+	assert.Equal(t, 2, named.NumWorkers)
 	assert.Equal(t, 16, named.Protocols.GRPC.MaxRecvMsgSizeMiB)
 }
 
@@ -37,6 +39,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		"protocols.http: not supported",
 		`exporter: must name a trace_router exporter (trace_router or trace_router/NAME), got "otlp"`,
 		"max_inflight_bytes: must be ≥ 1, got 0",
+		"num_workers: must be ≥ 1, got 0",
 	} {
 		assert.Contains(t, err.Error(), want)
 	}

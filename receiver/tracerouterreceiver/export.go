@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/traceroute"
@@ -64,63 +66,108 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 
 func (rawCodec) Name() string { return "proto" }
 
-// export routes one request. Its spans are routed (sent to their samplers
-// from the bytes as received), dropped with a zero trace ID (reported as
-// rejected in the response's partial success), or decoded and handed to
-// the pipeline, whose error, if any, is the client's.
+// requestOverhead is what a request costs besides its bytes while it
+// waits for a worker (a goroutine's stack, its split), charged against
+// max_inflight_bytes so that many tiny requests are bounded too.
+const requestOverhead = 4096
+
+// export takes one request. A request the router splits is answered as
+// soon as it is split: its parts are sent in the background by one of
+// num_workers, its bytes held (and counted against max_inflight_bytes)
+// until every part is sent or handed to the pipeline. Spans with a zero
+// trace ID are reported rejected in the response's partial success. A
+// request the router cannot split is decoded here and handed to the
+// pipeline, whose answer is the client's, as with the otlp receiver.
 func (r *routerReceiver) export(ctx context.Context, req []byte) (any, error) {
-	n := int64(len(req))
-	if r.inflight.Add(n) > r.cfg.MaxInflightBytes {
-		r.inflight.Add(-n)
+	held := int64(len(req)) + requestOverhead
+	if r.inflight.Add(held) > r.cfg.MaxInflightBytes {
+		r.inflight.Add(-held)
 		r.tel.Refused.Add(ctx, 1, r.causes[causeInflight])
 		return nil, status.Error(codes.Unavailable, "trace_router: max_inflight_bytes reached; retry later")
 	}
-	defer r.inflight.Add(-n)
-
 	ctx = r.obsrep.StartTracesOp(ctx)
-	out, err := r.router.RouteEncoded(ctx, req)
-	var toPipeline ptrace.Traces
-	cause := causeSendFailed
-	switch {
-	case err == nil:
-		r.tel.Routed.Add(ctx, int64(out.Sent))
-		toPipeline = out.Failed
-	case errors.Is(err, traceroute.ErrNotIndexed), errors.Is(err, traceroute.ErrNoRoute):
-		// Decode it, as the otlp receiver would, and let the pipeline
-		// take it (or say why it is malformed).
-		var u ptrace.ProtoUnmarshaler
-		td, derr := u.UnmarshalTraces(req)
-		if derr != nil {
-			r.tel.Refused.Add(ctx, 1, r.causes[causeMalformed])
-			r.obsrep.EndTracesOp(ctx, "protobuf", 0, consumererror.NewPermanent(derr))
-			return nil, status.Errorf(codes.InvalidArgument, "trace_router: not an OTLP trace request: %v", derr)
-		}
-		toPipeline = td
-		cause = causeNotIndexed
-		if errors.Is(err, traceroute.ErrNoRoute) {
-			cause = causeNoRoute
-		}
-	default:
-		r.obsrep.EndTracesOp(ctx, "protobuf", 0, err)
-		return nil, status.Error(codes.Internal, err.Error())
+	sp, err := r.router.Split(req)
+	if err != nil {
+		defer r.inflight.Add(-held)
+		return r.decodeAndConsume(ctx, req, err)
 	}
-	var perr error
-	spans := out.Sent
-	if toPipeline != (ptrace.Traces{}) {
-		c := toPipeline.SpanCount()
-		spans += c
-		r.tel.ToPipeline.Add(ctx, int64(c), r.causes[cause])
-		perr = r.next.ConsumeTraces(ctx, toPipeline)
+	r.obsrep.EndTracesOp(ctx, "protobuf", sp.Spans(), nil)
+	resp := exportResponse(sp.Dropped())
+	r.sending.Add(1)
+	// The client's call ends now; its metadata stays with the parts.
+	go r.send(context.WithoutCancel(ctx), sp, held)
+	return &resp, nil
+}
+
+// send sends a split's parts once a worker is free, and hands what a
+// sampler did not take to the pipeline.
+func (r *routerReceiver) send(ctx context.Context, sp traceroute.Split, held int64) {
+	defer r.sending.Done()
+	defer r.inflight.Add(-held)
+	r.workers <- struct{}{}
+	out := sp.Send(ctx)
+	<-r.workers
+	r.tel.Routed.Add(ctx, int64(out.Sent))
+	if out.Failed != (ptrace.Traces{}) {
+		r.handOn(ctx, out.Failed)
 	}
-	r.obsrep.EndTracesOp(ctx, "protobuf", spans, perr)
-	if perr != nil {
+}
+
+// handOn gives spans a sampler did not take to the pipeline
+// (memory_limiter, then the exporter's queue). While the pipeline refuses
+// them (memory_limiter above its limit), it retries, their request's bytes
+// still held, so that max_inflight_bytes fills and new requests are
+// refused instead: what a client was told is taken is not dropped. It gives
+// up, counted and logged, only on a permanent error or at shutdown.
+func (r *routerReceiver) handOn(ctx context.Context, td ptrace.Traces) {
+	n := int64(td.SpanCount())
+	r.tel.ToPipeline.Add(ctx, n, r.causes[causeSendFailed])
+	wait := 50 * time.Millisecond
+	for {
+		err := r.next.ConsumeTraces(ctx, td)
+		if err == nil {
+			return
+		}
+		if consumererror.IsPermanent(err) || r.stopping.Load() {
+			r.tel.Lost.Add(ctx, n)
+			r.set.Logger.Error("spans a sampler did not take were refused by the pipeline; dropped", zap.Int64("spans", n), zap.Error(err))
+			return
+		}
+		select {
+		case <-time.After(wait):
+		case <-r.stop:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// decodeAndConsume is the path of a request the router did not split
+// (why: cause): decoded, as the otlp receiver would, and handed to the
+// pipeline, whose error is the client's.
+func (r *routerReceiver) decodeAndConsume(ctx context.Context, req []byte, cause error) (any, error) {
+	var u ptrace.ProtoUnmarshaler
+	td, err := u.UnmarshalTraces(req)
+	if err != nil {
+		r.tel.Refused.Add(ctx, 1, r.causes[causeMalformed])
+		r.obsrep.EndTracesOp(ctx, "protobuf", 0, consumererror.NewPermanent(err))
+		return nil, status.Errorf(codes.InvalidArgument, "trace_router: not an OTLP trace request: %v", err)
+	}
+	c := causeNotIndexed
+	if errors.Is(cause, traceroute.ErrNoRoute) {
+		c = causeNoRoute
+	}
+	spans := td.SpanCount()
+	r.tel.ToPipeline.Add(ctx, int64(spans), r.causes[c])
+	err = r.next.ConsumeTraces(ctx, td)
+	r.obsrep.EndTracesOp(ctx, "protobuf", spans, err)
+	if err != nil {
 		code := codes.Unavailable
-		if consumererror.IsPermanent(perr) {
+		if consumererror.IsPermanent(err) {
 			code = codes.Internal
 		}
-		return nil, status.Error(code, perr.Error())
+		return nil, status.Error(code, err.Error())
 	}
-	resp := exportResponse(out.Dropped)
+	var resp []byte
 	return &resp, nil
 }
 

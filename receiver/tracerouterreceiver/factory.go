@@ -25,8 +25,14 @@ func NewFactory() receiver.Factory {
 		receiver.WithTraces(createTraces, metadata.TracesStability))
 }
 
-// defaultMaxInflightBytes holds a few hundred typical requests.
-const defaultMaxInflightBytes = 64 << 20
+const (
+	// defaultMaxInflightBytes holds a few hundred typical requests.
+	defaultMaxInflightBytes = 64 << 20
+	// defaultNumWorkers keeps two cores busy while sends wait on the
+	// samplers; a sampler sees at most this many requests at once from a
+	// gateway.
+	defaultNumWorkers = 8
+)
 
 func createDefaultConfig() *Config {
 	grpc := configgrpc.NewDefaultServerConfig()
@@ -35,6 +41,7 @@ func createDefaultConfig() *Config {
 		Protocols:        Protocols{GRPC: grpc},
 		Exporter:         component.NewID(metadata.Type),
 		MaxInflightBytes: defaultMaxInflightBytes,
+		NumWorkers:       defaultNumWorkers,
 	}
 }
 

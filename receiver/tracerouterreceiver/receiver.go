@@ -36,6 +36,13 @@ type routerReceiver struct {
 	router traceroute.Router
 	server *grpc.Server
 	served sync.WaitGroup
+	// workers holds a token per split being sent (num_workers at most);
+	// sending counts the splits accepted and not yet sent or handed on.
+	workers chan struct{}
+	sending sync.WaitGroup
+	// stop ends hand-on retries at shutdown.
+	stop     chan struct{}
+	stopping atomic.Bool
 
 	causes [numCauses]metric.MeasurementOption
 }
@@ -63,7 +70,8 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*rou
 	if err != nil {
 		return nil, err
 	}
-	r := &routerReceiver{cfg: cfg, set: set, next: next, tel: tel, obsrep: obsrep}
+	r := &routerReceiver{cfg: cfg, set: set, next: next, tel: tel, obsrep: obsrep,
+		workers: make(chan struct{}, cfg.NumWorkers), stop: make(chan struct{})}
 	for i, name := range causeNames {
 		r.causes[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", name)))
 	}
@@ -100,12 +108,18 @@ func (r *routerReceiver) Start(ctx context.Context, host component.Host) error {
 	return nil
 }
 
-// Shutdown stops taking requests and waits for those in flight (their
-// parts are sent, or handed to the pipeline, which shuts down after it).
+// Shutdown stops taking requests, then waits until every request taken
+// is sent or handed to the pipeline (which, with the exporter, shuts down
+// after the receivers); a hand-on the pipeline still refuses is dropped,
+// counted and logged.
 func (r *routerReceiver) Shutdown(context.Context) error {
 	if r.server != nil {
 		r.server.GracefulStop()
 	}
 	r.served.Wait()
+	if r.stopping.CompareAndSwap(false, true) {
+		close(r.stop)
+	}
+	r.sending.Wait()
 	return nil
 }

@@ -2,7 +2,7 @@ package tracerouterreceiver
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -244,7 +244,30 @@ func TestSDKRequestsAreRoutedAsReceived(t *testing.T) {
 		}
 	}
 	assert.Zero(t, pipeline.SpanCount(), "nothing decoded into the pipeline")
-	assert.Equal(t, int64(2*traces), counter(t, tel, metadata.MetricRouted))
+	require.Eventually(t, func() bool { return counter(t, tel, metadata.MetricRouted) == int64(2*traces) },
+		5*time.Second, 10*time.Millisecond, "every span counted as routed")
+}
+
+// interleavedRequest is valid OTLP the wire split does not read:
+// ResourceSpans{scope_spans{span}, schema_url, scope_spans{span}}.
+func interleavedRequest() []byte {
+	span := func(b byte) []byte {
+		tid := protowire.AppendTag(nil, 1, protowire.BytesType)
+		tid = protowire.AppendBytes(tid, []byte{b, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+		sp := protowire.AppendTag(nil, 2, protowire.BytesType)
+		return protowire.AppendBytes(sp, tid)
+	}
+	scope := func(b byte) []byte {
+		ss := protowire.AppendTag(nil, 2, protowire.BytesType)
+		return protowire.AppendBytes(ss, span(b))
+	}
+	var body []byte
+	body = append(body, scope(1)...)
+	body = protowire.AppendTag(body, 3, protowire.BytesType)
+	body = protowire.AppendString(body, "https://opentelemetry.io/schemas/1.26.0")
+	body = append(body, scope(2)...)
+	req := protowire.AppendTag(nil, 1, protowire.BytesType)
+	return protowire.AppendBytes(req, body)
 }
 
 // rawClient sends bytes as an OTLP/gRPC trace export.
@@ -318,6 +341,9 @@ func TestARefusedPartGoesDownThePipeline(t *testing.T) {
 		_, err := c.export(encode(t, td))
 		require.NoError(t, err)
 	}
+	require.Eventually(t, func() bool {
+		return samplers[0].count()+samplers[2].count()+pipeline.SpanCount() == sent
+	}, 5*time.Second, 10*time.Millisecond, "every span sent or handed on")
 	rg := ring.New(addrs)
 	handed := 0
 	for _, td := range pipeline.AllTraces() {
@@ -394,25 +420,7 @@ func TestRequestsTheSplitDoesNotReadAreDecodedOrRefused(t *testing.T) {
 	addr, tel := startReceiver(t, pipeline, nil)
 	c := dialRaw(t, addr)
 
-	// ResourceSpans{scope_spans{span{trace_id}}, schema_url, scope_spans{span}}.
-	span := func(b byte) []byte {
-		tid := protowire.AppendTag(nil, 1, protowire.BytesType)
-		tid = protowire.AppendBytes(tid, []byte{b, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
-		sp := protowire.AppendTag(nil, 2, protowire.BytesType)
-		return protowire.AppendBytes(sp, tid)
-	}
-	scope := func(b byte) []byte {
-		ss := protowire.AppendTag(nil, 2, protowire.BytesType)
-		return protowire.AppendBytes(ss, span(b))
-	}
-	var body []byte
-	body = append(body, scope(1)...)
-	body = protowire.AppendTag(body, 3, protowire.BytesType)
-	body = protowire.AppendString(body, "https://opentelemetry.io/schemas/1.26.0")
-	body = append(body, scope(2)...)
-	req := protowire.AppendTag(nil, 1, protowire.BytesType)
-	req = protowire.AppendBytes(req, body)
-	_, err := c.export(req)
+	_, err := c.export(interleavedRequest())
 	require.NoError(t, err)
 	assert.Equal(t, 2, pipeline.SpanCount(), "decoded and handed on")
 	assert.Equal(t, int64(2), counter(t, tel, metadata.MetricToPipeline, attribute.String("cause", "not_indexed")))
@@ -439,7 +447,7 @@ func TestMaxInflightBytesRefusesRetryably(t *testing.T) {
 	startExporter(t, addrs, false)
 	var next uint64
 	small, big := request(1, &next), request(50, &next)
-	limit := int64(len(encode(t, small)))
+	limit := int64(len(encode(t, small))) + requestOverhead
 	addr, tel := startReceiver(t, new(consumertest.TracesSink), func(c *Config) { c.MaxInflightBytes = limit })
 	c := dialRaw(t, addr)
 	_, err := c.export(encode(t, small))
@@ -451,15 +459,59 @@ func TestMaxInflightBytesRefusesRetryably(t *testing.T) {
 	assert.Equal(t, 2, samplers[0].count()+samplers[1].count(), "only the small request's spans")
 }
 
-// What the pipeline refuses (memory_limiter) is the client's error, with
-// its retryability.
-func TestThePipelinesRefusalIsTheClients(t *testing.T) {
+// A request answered as taken is not dropped when the pipeline refuses
+// the part a sampler did not take (memory_limiter above its limit): the
+// part is handed on again until the pipeline takes it, its bytes held
+// meanwhile, so that new requests are refused (retryably) instead.
+func TestAHandedOnPartIsHeldWhileThePipelineRefuses(t *testing.T) {
 	samplers, addrs := startSamplers(t, 1)
 	samplers[0].refuse.Store(true)
 	startExporter(t, addrs, false)
-	addr, _ := startReceiver(t, consumertest.NewErr(fmt.Errorf("data refused due to high memory usage")), nil)
+	pipeline := &refusingSink{refusals: 5}
 	var next uint64
-	_, err := dialRaw(t, addr).export(encode(t, request(3, &next)))
+	first, second := encode(t, request(20, &next)), encode(t, request(1, &next))
+	addr, tel := startReceiver(t, pipeline, func(c *Config) { c.MaxInflightBytes = int64(len(first)) + requestOverhead })
+	c := dialRaw(t, addr)
+	_, err := c.export(first)
+	require.NoError(t, err, "taken: its part is sent in the background")
+	_, err = c.export(second)
+	require.Error(t, err, "refused while the first request's part waits for the pipeline")
+	assert.Equal(t, grpccodes.Unavailable, status.Code(err))
+	require.Eventually(t, func() bool { return pipeline.sink.SpanCount() == 40 }, 10*time.Second, 10*time.Millisecond,
+		"the part reaches the pipeline once it takes data again")
+	assert.Equal(t, int32(5), pipeline.refused.Load())
+	assert.Zero(t, counter(t, tel, metadata.MetricLost))
+	_, err = c.export(second)
+	require.NoError(t, err, "taken again once the first is handed on")
+}
+
+// refusingSink refuses its first refusals calls, retryably, as
+// memory_limiter does, then takes data.
+type refusingSink struct {
+	sink     consumertest.TracesSink
+	refusals int32
+	refused  atomic.Int32
+}
+
+func (*refusingSink) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+func (s *refusingSink) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	if s.refused.Load() < s.refusals {
+		s.refused.Add(1)
+		return errors.New("data refused due to high memory usage")
+	}
+	return s.sink.ConsumeTraces(ctx, td)
+}
+
+// A request the router does not split is decoded and handed to the
+// pipeline before the call returns: the pipeline's refusal is the
+// client's, with its retryability, as with the otlp receiver.
+func TestThePipelinesRefusalOfADecodedRequestIsTheClients(t *testing.T) {
+	_, addrs := startSamplers(t, 1)
+	startExporter(t, addrs, false)
+	addr, _ := startReceiver(t, consumertest.NewErr(errors.New("data refused due to high memory usage")), nil)
+	// Valid OTLP the split does not read: a field between two ScopeSpans.
+	_, err := dialRaw(t, addr).export(interleavedRequest())
 	require.Error(t, err)
 	assert.Equal(t, grpccodes.Unavailable, status.Code(err))
 }

@@ -13,6 +13,7 @@ const (
 	MetricRouted     = prefix + "routed_spans"
 	MetricToPipeline = prefix + "pipeline_spans"
 	MetricRefused    = prefix + "refused_requests"
+	MetricLost       = prefix + "dropped_spans"
 )
 
 // Telemetry holds the receiver's instruments.
@@ -20,6 +21,7 @@ type Telemetry struct {
 	Routed     metric.Int64Counter
 	ToPipeline metric.Int64Counter
 	Refused    metric.Int64Counter
+	Lost       metric.Int64Counter
 }
 
 // NewTelemetry creates the instruments on the collector's meter provider.
@@ -27,8 +29,9 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	b := instruments.New(set.MeterProvider.Meter(ScopeName))
 	t := &Telemetry{
 		Routed:     b.Int64Counter(MetricRouted, "Spans routed to the samplers from the request's encoding as received, never decoded.", "{span}"),
-		ToPipeline: b.Int64Counter(MetricToPipeline, "Spans decoded and handed to the pipeline (memory_limiter, then the trace_router exporter's queue), by cause (send_failed: their sampler did not take them; not_indexed: a request the wire split does not read; no_route: no sampler known yet).", "{span}"),
+		ToPipeline: b.Int64Counter(MetricToPipeline, "Spans decoded and handed to the pipeline (memory_limiter, then the trace_router exporter's queue), by cause (send_failed: their sampler did not take them, retried while the pipeline refuses; not_indexed: a request the wire split does not read; no_route: no sampler known yet).", "{span}"),
 		Refused:    b.Int64Counter(MetricRefused, "Requests refused before routing, by cause (inflight: over max_inflight_bytes, retryable; malformed: not an OTLP trace request).", "{request}"),
+		Lost:       b.Int64Counter(MetricLost, "Spans of accepted requests dropped: a sampler did not take them and the pipeline refused them permanently, or still refused them at shutdown.", "{span}"),
 	}
 	return t, b.Err()
 }
