@@ -8,10 +8,10 @@ import (
 
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/traceroute"
