@@ -16,8 +16,9 @@ type Config struct {
 	// Exporter is the trace_router exporter that routes what this receiver
 	// takes (its ring, connections and compression).
 	Exporter component.ID `mapstructure:"exporter"`
-	// MaxInflightBytes bounds the encoded requests held while their parts
-	// are sent; a request past it is refused with a retryable error.
+	// MaxInflightBytes bounds the bytes held for requests taken and not yet
+	// sent or handed on (each counts its size and requestOverhead); a
+	// request past it is refused with a retryable error.
 	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
 	// NumWorkers is how many requests' parts are sent at once; the others
 	// wait, held in max_inflight_bytes.
