@@ -203,42 +203,81 @@ func FuzzSplit(f *testing.F) {
 	// A span whose trace_id is 3 bytes long.
 	f.Add([]byte{0x0a, 0x09, 0x12, 0x07, 0x12, 0x05, 0x0a, 0x03, 1, 2, 3})
 	rg := testRing(3)
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var idx otlpwire.Index
-		if idx.Parse(data) != nil {
-			return
-		}
-		p, err := splitIndex(&idx, rg)
-		if err != nil {
-			return // the receiver decodes it instead; no panic
-		}
-		var u ptrace.ProtoUnmarshaler
-		td, err := u.UnmarshalTraces(data)
-		if err != nil {
-			// Wire-valid but not OTLP (a field of the wrong type deep in a
-			// span): the parts are what the samplers' decoders refuse, as
-			// the whole would have been refused.
-			return
-		}
-		total := p.zero
-		for e, first := range p.first {
-			if first < 0 {
-				continue
+	f.Fuzz(func(t *testing.T, data []byte) { checkSplitAsReceived(t, rg, data) })
+}
+
+// Corrupted requests as a client or a hostile peer could send them (bytes
+// flipped, cut short, spliced), many per run: what FuzzSplit checks, on
+// inputs made here, since the fuzzing engine is not run in CI.
+func TestSplitSurvivesCorruptedRequests(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(11, 12))
+	var m ptrace.ProtoMarshaler
+	rg := testRing(3)
+	checked := 0
+	for range 3000 {
+		b, err := m.MarshalTraces(mixedRequest(rnd, 1+rnd.IntN(4)))
+		require.NoError(t, err)
+		switch rnd.IntN(3) {
+		case 0:
+			for range 1 + rnd.IntN(4) {
+				if len(b) > 0 {
+					b[rnd.IntN(len(b))] ^= byte(1 + rnd.IntN(255))
+				}
 			}
-			part, err := u.UnmarshalTraces(idx.AppendEncoding(nil, first))
-			require.NoError(t, err)
-			require.Equal(t, p.spans[e], part.SpanCount())
-			total += part.SpanCount()
-			rss := part.ResourceSpans()
-			for i := 0; i < rss.Len(); i++ {
-				for j := 0; j < rss.At(i).ScopeSpans().Len(); j++ {
-					spans := rss.At(i).ScopeSpans().At(j).Spans()
-					for k := 0; k < spans.Len(); k++ {
-						require.Equal(t, e, rg.OwnerIndex(spans.At(k).TraceID()))
-					}
+		case 1:
+			b = b[:rnd.IntN(len(b)+1)]
+		default:
+			at := rnd.IntN(len(b) + 1)
+			b = append(b[:at:at], b[rnd.IntN(len(b)+1):]...)
+		}
+		if checkSplitAsReceived(t, rg, b) {
+			checked++
+		}
+	}
+	t.Logf("%d of 3000 corrupted requests still valid OTLP, split and checked", checked)
+	assert.Greater(t, checked, 300, "enough inputs reach the checks")
+}
+
+// checkSplitAsReceived splits data as the receiver would: no panic; when
+// the split takes it and pdata decodes it, every span is in exactly one
+// part or counted, and each part holds only its member's traces.
+// It says whether data went through every check.
+func checkSplitAsReceived(t *testing.T, rg *ring.Ring, data []byte) bool {
+	var idx otlpwire.Index
+	if idx.Parse(data) != nil {
+		return false
+	}
+	p, err := splitIndex(&idx, rg)
+	if err != nil {
+		return false // the receiver decodes it instead; no panic
+	}
+	var u ptrace.ProtoUnmarshaler
+	td, err := u.UnmarshalTraces(data)
+	if err != nil {
+		// Wire-valid but not OTLP (a field of the wrong type deep in a
+		// span): the parts are what the samplers' decoders refuse, as
+		// the whole would have been refused.
+		return false
+	}
+	total := p.zero
+	for e, first := range p.first {
+		if first < 0 {
+			continue
+		}
+		part, err := u.UnmarshalTraces(idx.AppendEncoding(nil, first))
+		require.NoError(t, err)
+		require.Equal(t, p.spans[e], part.SpanCount())
+		total += part.SpanCount()
+		rss := part.ResourceSpans()
+		for i := 0; i < rss.Len(); i++ {
+			for j := 0; j < rss.At(i).ScopeSpans().Len(); j++ {
+				spans := rss.At(i).ScopeSpans().At(j).Spans()
+				for k := 0; k < spans.Len(); k++ {
+					require.Equal(t, e, rg.OwnerIndex(spans.At(k).TraceID()))
 				}
 			}
 		}
-		require.Equal(t, td.SpanCount(), total)
-	})
+	}
+	require.Equal(t, td.SpanCount(), total)
+	return true
 }
