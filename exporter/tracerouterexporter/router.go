@@ -184,7 +184,7 @@ func (r *router) push(ctx context.Context, td ptrace.Traces) error {
 	case err != nil:
 		return consumererror.NewPermanent(fmt.Errorf("cannot route the request's encoding: %w", err))
 	}
-	out := sp.Send(ctx)
+	out := r.SendAll(ctx, []traceroute.Split{sp})
 	if out.Failed == (ptrace.Traces{}) {
 		return nil
 	}
@@ -262,32 +262,102 @@ func (sp *split) Spans() int {
 // Dropped is how many spans had a zero trace ID.
 func (sp *split) Dropped() int { return sp.parts.zero }
 
-// Send sends each sampler its part and releases the split.
-func (sp *split) Send(ctx context.Context) traceroute.Outcome {
-	r := sp.r
-	defer sp.release()
+// SendAll sends the splits' parts, each sampler one request holding its
+// parts of all of them (the concatenation of encoded TracesData is one
+// TracesData), the samplers at once, and releases the splits. Merging keeps
+// what a sampler receives in few, large requests, as the exporter's queue
+// merges them; splits made on different rings (the ring changed between
+// them) are sent apart.
+func (r *router) SendAll(ctx context.Context, splits []traceroute.Split) traceroute.Outcome {
 	var out traceroute.Outcome
 	var errs []error
-	bp := r.buffers.Get().(*[]byte)
-	defer r.buffers.Put(bp)
-	buf := (*bp)[:0]
-	defer func() { *bp = buf[:0] }()
-	for e, b := range sp.rt.backends {
-		first, spans := sp.parts.first[e], sp.parts.spans[e]
-		if first < 0 {
-			continue
+	for len(splits) > 0 {
+		rt := splits[0].(*split).rt
+		group, rest := splits[:0:0], splits[:0:0]
+		for _, s := range splits {
+			if s.(*split).rt == rt {
+				group = append(group, s)
+			} else {
+				rest = append(rest, s)
+			}
 		}
-		buf = sp.idx.AppendEncoding(buf[:0], first)
-		if err := r.send(ctx, b, buf); err != nil {
+		o := r.sendGroup(ctx, rt, group)
+		out.Sent += o.Sent
+		if o.Err != nil {
+			errs = append(errs, o.Err)
+			if out.Failed == (ptrace.Traces{}) {
+				out.Failed = o.Failed
+			} else {
+				o.Failed.ResourceSpans().MoveAndAppendTo(out.Failed.ResourceSpans())
+			}
+		}
+		splits = rest
+	}
+	out.Err = errors.Join(errs...)
+	return out
+}
+
+// sendGroup sends splits made on one ring: one request per sampler.
+func (r *router) sendGroup(ctx context.Context, rt *routes, group []traceroute.Split) traceroute.Outcome {
+	defer func() {
+		for _, s := range group {
+			s.(*split).release()
+		}
+	}()
+	var (
+		mu   sync.Mutex
+		out  traceroute.Outcome
+		errs []error
+		wg   sync.WaitGroup
+	)
+	sendPart := func(e int) {
+		b := rt.backends[e]
+		bp := r.buffers.Get().(*[]byte)
+		buf, spans := (*bp)[:0], 0
+		for _, s := range group {
+			sp := s.(*split)
+			if first := sp.parts.first[e]; first >= 0 {
+				buf = sp.idx.AppendEncoding(buf, first)
+				spans += sp.parts.spans[e]
+			}
+		}
+		err := r.send(ctx, b, buf)
+		mu.Lock()
+		if err != nil {
 			r.tel.SendFailed.Add(ctx, int64(spans), b.attrs)
 			errs = append(errs, fmt.Errorf("sampler %s: %w", b.endpoint, err))
 			out.Failed = r.giveBack(out.Failed, buf)
+		} else {
+			out.Sent += spans
+			r.tel.Spans.Add(ctx, int64(spans), b.attrs)
+			r.tel.Bytes.Add(ctx, int64(len(buf)), b.attrs)
+		}
+		mu.Unlock()
+		*bp = buf[:0]
+		r.buffers.Put(bp)
+	}
+	last := -1
+	for e := range rt.backends {
+		has := false
+		for _, s := range group {
+			has = has || s.(*split).parts.first[e] >= 0
+		}
+		if !has {
 			continue
 		}
-		out.Sent += spans
-		r.tel.Spans.Add(ctx, int64(spans), b.attrs)
-		r.tel.Bytes.Add(ctx, int64(len(buf)), b.attrs)
+		if last >= 0 {
+			wg.Add(1)
+			go func(e int) {
+				defer wg.Done()
+				sendPart(e)
+			}(last)
+		}
+		last = e
 	}
+	if last >= 0 {
+		sendPart(last)
+	}
+	wg.Wait()
 	if len(errs) > 0 {
 		out.Err = errors.Join(errs...)
 		r.tel.Rerouted.Add(ctx, int64(out.Failed.SpanCount()))

@@ -24,8 +24,12 @@ type Router interface {
 	// Split indexes req and splits it by trace ID on the ring as it is
 	// now; nothing is sent yet. An error means nothing will be
 	// (ErrNotIndexed, ErrNoRoute): the caller decodes req and sends it
-	// through the pipeline. req must stay unchanged until Send returns.
+	// through the pipeline. req must stay unchanged until it is sent.
 	Split(req []byte) (Split, error)
+	// SendAll sends the parts of splits this router made, each sampler
+	// one request holding its parts of all of them, once; Sent + the spans
+	// of Failed is the splits' Spans().
+	SendAll(ctx context.Context, splits []Split) Outcome
 }
 
 // Split is a request split by trace ID, waiting to be sent.
@@ -35,9 +39,6 @@ type Split interface {
 	// Dropped is how many spans had no trace ID to route by (counted by
 	// the router, in no part).
 	Dropped() int
-	// Send sends each sampler its part, once; Sent + the spans of Failed
-	// is Spans().
-	Send(ctx context.Context) Outcome
 }
 
 // Outcome is what became of a split's spans.

@@ -73,8 +73,9 @@ const requestOverhead = 4096
 
 // export takes one request. A request the router splits is answered as
 // soon as it is split: its parts are sent in the background by one of
-// num_workers, its bytes held (and counted against max_inflight_bytes)
-// until every part is sent or handed to the pipeline. Spans with a zero
+// num_workers (merged with other waiting requests' parts), its bytes held
+// (and counted against max_inflight_bytes) until every part is sent or
+// handed to the pipeline. Spans with a zero
 // trace ID are reported rejected in the response's partial success. A
 // request the router cannot split is decoded here and handed to the
 // pipeline, whose answer is the client's, as with the otlp receiver.
@@ -93,23 +94,58 @@ func (r *routerReceiver) export(ctx context.Context, req []byte) (any, error) {
 	}
 	r.obsrep.EndTracesOp(ctx, "protobuf", sp.Spans(), nil)
 	resp := exportResponse(sp.Dropped())
-	r.sending.Add(1)
 	// The client's call ends now; its metadata stays with the parts.
-	go r.send(context.WithoutCancel(ctx), sp, held)
+	// Admission bounds how many wait, so the queue never blocks.
+	r.pending <- taken{ctx: context.WithoutCancel(ctx), split: sp, held: held}
 	return &resp, nil
 }
 
-// send sends a split's parts once a worker is free, and hands what a
-// sampler did not take to the pipeline.
-func (r *routerReceiver) send(ctx context.Context, sp traceroute.Split, held int64) {
-	defer r.sending.Done()
-	defer r.inflight.Add(-held)
-	r.workers <- struct{}{}
-	out := sp.Send(ctx)
-	<-r.workers
-	r.tel.Routed.Add(ctx, int64(out.Sent))
-	if out.Failed != (ptrace.Traces{}) {
-		r.handOn(ctx, out.Failed)
+// taken is a request answered and waiting for a worker.
+type taken struct {
+	ctx   context.Context
+	split traceroute.Split
+	held  int64
+}
+
+// mergeSpans is how many spans a worker merges into one round of sends
+// at most: the requests waiting when it is free, as the exporter's queue
+// merges them (its batch max_size), so that samplers get few, large
+// requests under load and no request waits for others when idle.
+const mergeSpans = 2048
+
+// work sends waiting requests' parts: each round takes the requests
+// waiting (up to mergeSpans spans) and sends each sampler one request
+// with its parts of all of them; what a sampler did not take goes to the
+// pipeline.
+func (r *routerReceiver) work() {
+	defer r.workersDone.Done()
+	batch := make([]taken, 0, 64)
+	splits := make([]traceroute.Split, 0, 64)
+	for first := range r.pending {
+		batch, splits = append(batch[:0], first), append(splits[:0], first.split)
+		spans := first.split.Spans()
+	merge:
+		for spans < mergeSpans {
+			select {
+			case t, ok := <-r.pending:
+				if !ok {
+					break merge
+				}
+				batch, splits = append(batch, t), append(splits, t.split)
+				spans += t.split.Spans()
+			default:
+				break merge
+			}
+		}
+		ctx := first.ctx
+		out := r.router.SendAll(ctx, splits)
+		r.tel.Routed.Add(ctx, int64(out.Sent))
+		if out.Failed != (ptrace.Traces{}) {
+			r.handOn(ctx, out.Failed)
+		}
+		for _, t := range batch {
+			r.inflight.Add(-t.held)
+		}
 	}
 }
 

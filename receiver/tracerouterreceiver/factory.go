@@ -30,11 +30,11 @@ func NewFactory() receiver.Factory {
 const (
 	// defaultMaxInflightBytes holds a few hundred typical requests.
 	defaultMaxInflightBytes = 64 << 20
-	// defaultNumWorkers keeps the cores busy while sends wait on the
-	// samplers (measured: 8 capped a 2-core gateway at 350k spans/s with
-	// 64 MiB held and refusing; 64 sustains its CPU limit); a sampler sees
-	// at most this many requests at once from a gateway.
-	defaultNumWorkers = 64
+	// defaultNumWorkers: each worker sends one round at a time (every
+	// request waiting, merged per sampler, up to mergeSpans spans), so a
+	// sampler sees at most this many requests at once from a gateway, as
+	// many as the exporter queue's consumers.
+	defaultNumWorkers = 4
 )
 
 func createDefaultConfig() *Config {

@@ -21,6 +21,10 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/receiver/tracerouterreceiver/internal/metadata"
 )
 
+// maxPending caps the queue of answered requests; past it (a huge
+// max_inflight_bytes of tiny requests) a handler waits for room.
+const maxPending = 1 << 16
+
 // routerReceiver serves OTLP/gRPC trace export, routing each request's
 // encoding through the trace_router exporter's router.
 type routerReceiver struct {
@@ -36,10 +40,10 @@ type routerReceiver struct {
 	router traceroute.Router
 	server *grpc.Server
 	served sync.WaitGroup
-	// workers holds a token per split being sent (num_workers at most);
-	// sending counts the splits accepted and not yet sent or handed on.
-	workers chan struct{}
-	sending sync.WaitGroup
+	// pending holds the requests answered and not yet sent; admission
+	// (max_inflight_bytes) bounds how many, within its capacity.
+	pending     chan taken
+	workersDone sync.WaitGroup
 	// stop ends hand-on retries at shutdown.
 	stop     chan struct{}
 	stopping atomic.Bool
@@ -71,7 +75,7 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*rou
 		return nil, err
 	}
 	r := &routerReceiver{cfg: cfg, set: set, next: next, tel: tel, obsrep: obsrep,
-		workers: make(chan struct{}, cfg.NumWorkers), stop: make(chan struct{})}
+		pending: make(chan taken, min(cfg.MaxInflightBytes/requestOverhead+1, maxPending)), stop: make(chan struct{})}
 	for i, name := range causeNames {
 		r.causes[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", name)))
 	}
@@ -85,6 +89,10 @@ func (r *routerReceiver) Start(ctx context.Context, host component.Host) error {
 		return err
 	}
 	r.router = router
+	for range r.cfg.NumWorkers {
+		r.workersDone.Add(1)
+		go r.work()
+	}
 	g := r.cfg.Protocols.GRPC
 	r.server, err = g.ToServer(ctx, host.GetExtensions(), r.set.TelemetrySettings,
 		configgrpc.WithGrpcServerOption(grpc.ForceServerCodec(rawCodec{})))
@@ -119,7 +127,8 @@ func (r *routerReceiver) Shutdown(context.Context) error {
 	r.served.Wait()
 	if r.stopping.CompareAndSwap(false, true) {
 		close(r.stop)
+		close(r.pending) // no handler is left to add to it
 	}
-	r.sending.Wait()
+	r.workersDone.Wait()
 	return nil
 }

@@ -456,6 +456,9 @@ func TestMaxInflightBytesRefusesRetryably(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, grpccodes.Unavailable, status.Code(err))
 	assert.Equal(t, int64(1), counter(t, tel, metadata.MetricRefused, attribute.String("cause", "inflight")))
+	require.Eventually(t, func() bool { return samplers[0].count()+samplers[1].count() == 2 }, 5*time.Second, 10*time.Millisecond,
+		"the small request's spans arrive")
+	time.Sleep(50 * time.Millisecond)
 	assert.Equal(t, 2, samplers[0].count()+samplers[1].count(), "only the small request's spans")
 }
 
