@@ -270,6 +270,21 @@ func interleavedRequest() []byte {
 	return protowire.AppendBytes(req, body)
 }
 
+// sendRequests sends n requests of traces two-span traces each, all
+// taken, and returns the spans sent.
+func sendRequests(t *testing.T, c *rawClient, n, traces int) int {
+	t.Helper()
+	var next uint64
+	sent := 0
+	for range n {
+		td := request(traces, &next)
+		sent += td.SpanCount()
+		_, err := c.export(encode(t, td))
+		require.NoError(t, err)
+	}
+	return sent
+}
+
 // rawClient sends bytes as an OTLP/gRPC trace export.
 type rawClient struct{ conn *grpc.ClientConn }
 
@@ -333,14 +348,7 @@ func TestARefusedPartGoesDownThePipeline(t *testing.T) {
 	pipeline := new(consumertest.TracesSink)
 	addr, tel := startReceiver(t, pipeline, nil)
 	c := dialRaw(t, addr)
-	var next uint64
-	sent := 0
-	for range 20 {
-		td := request(30, &next)
-		sent += td.SpanCount()
-		_, err := c.export(encode(t, td))
-		require.NoError(t, err)
-	}
+	sent := sendRequests(t, c, 20, 30)
 	require.Eventually(t, func() bool {
 		return samplers[0].count()+samplers[2].count()+pipeline.SpanCount() == sent
 	}, 5*time.Second, 10*time.Millisecond, "every span sent or handed on")
@@ -366,14 +374,7 @@ func TestARefusedPartIsRetriedThroughTheExportersQueue(t *testing.T) {
 	exp := startExporter(t, addrs, true)
 	addr, _ := startReceiver(t, exp, nil)
 	c := dialRaw(t, addr)
-	var next uint64
-	sent := 0
-	for range 20 {
-		td := request(30, &next)
-		sent += td.SpanCount()
-		_, err := c.export(encode(t, td))
-		require.NoError(t, err)
-	}
+	sent := sendRequests(t, c, 20, 30)
 	time.Sleep(200 * time.Millisecond) // retries fail meanwhile
 	samplers[2].refuse.Store(false)
 	require.Eventually(t, func() bool {
