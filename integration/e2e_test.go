@@ -317,8 +317,11 @@ func TestE2EOverload(t *testing.T) {
 	}
 	const limitMiB = 80
 	tr := startTier(t, tierOptions{samplers: 3, budget: 300, samplerEnv: map[string]string{
-		"MEMORY_LIMIT_MIB":         fmt.Sprint(limitMiB),
-		"MEMORY_SPIKE_LIMIT_MIB":   "40",
+		"MEMORY_LIMIT_MIB":       fmt.Sprint(limitMiB),
+		"MEMORY_SPIKE_LIMIT_MIB": "40",
+		// As the chart runs a sampler: GOMEMLIMIT at memory_limiter's
+		// limit (both 80% of the container's memory limit).
+		"GOMEMLIMIT":               fmt.Sprintf("%dMiB", limitMiB),
 		"DECISION_WAIT":            "8s",
 		"DECISION_WAIT_AFTER_ROOT": "6s",
 		// memory_limiter's refusals and the senders' retries are what this

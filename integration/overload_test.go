@@ -39,6 +39,9 @@ func overloadWithoutRetries(t *testing.T, mode string) {
 	tr := startTier(t, tierOptions{samplers: 3, budget: budget, samplerEnv: map[string]string{
 		"MEMORY_LIMIT_MIB":       fmt.Sprint(limitMiB),
 		"MEMORY_SPIKE_LIMIT_MIB": fmt.Sprint(spikeMiB),
+		// As the chart runs a sampler: GOMEMLIMIT at memory_limiter's
+		// limit (relief lowers it to its own memory limit).
+		"GOMEMLIMIT": fmt.Sprintf("%dMiB", limitMiB),
 		// The shipped waits: SDKs export every 5 s.
 		"DECISION_WAIT":                  "15s",
 		"DECISION_WAIT_AFTER_ROOT":       "7s",

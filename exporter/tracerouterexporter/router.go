@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -61,7 +62,22 @@ type backend struct {
 	endpoint string
 	conn     *grpc.ClientConn
 	attrs    metric.MeasurementOption
+	// heldUntil (Unix ns): after a failed send, the receiver's rounds give
+	// this sampler's parts back without sending them until then (holdOff).
+	heldUntil atomic.Int64
 }
+
+// holdOff is how long the trace_router receiver's rounds send a sampler
+// nothing after it failed a send: its parts go down the pipeline to the
+// exporter's queue, whose retries back off as contrib's load_balancing
+// does. memory_limiter re-checks its memory once a second (check_interval
+// in the shipped configs); without the pause a refusing sampler was sent
+// every round's fresh spans, twice contrib's refused volume in the
+// overload test, and its resident memory grew past its limit.
+const holdOff = time.Second
+
+// errHeldOff: a part not sent because its sampler is held off.
+var errHeldOff = errors.New("held off after a failed send")
 
 const (
 	invalidZeroTraceID = iota
@@ -184,7 +200,8 @@ func (r *router) push(ctx context.Context, td ptrace.Traces) error {
 	case err != nil:
 		return consumererror.NewPermanent(fmt.Errorf("cannot route the request's encoding: %w", err))
 	}
-	out := r.SendAll(ctx, []traceroute.Split{sp})
+	// The queue's retries are paced by retry_on_failure: no hold-off.
+	out := r.sendAll(ctx, []traceroute.Split{sp}, false)
 	if out.Failed == (ptrace.Traces{}) {
 		return nil
 	}
@@ -267,8 +284,13 @@ func (sp *split) Dropped() int { return sp.parts.zero }
 // TracesData), the samplers at once, and releases the splits. Merging keeps
 // what a sampler receives in few, large requests, as the exporter's queue
 // merges them; splits made on different rings (the ring changed between
-// them) are sent apart.
+// them) are sent apart. A sampler held off after a failed send (holdOff)
+// is not sent to: its parts are in Failed.
 func (r *router) SendAll(ctx context.Context, splits []traceroute.Split) traceroute.Outcome {
+	return r.sendAll(ctx, splits, true)
+}
+
+func (r *router) sendAll(ctx context.Context, splits []traceroute.Split, holding bool) traceroute.Outcome {
 	var out traceroute.Outcome
 	var errs []error
 	for len(splits) > 0 {
@@ -281,7 +303,7 @@ func (r *router) SendAll(ctx context.Context, splits []traceroute.Split) tracero
 				rest = append(rest, s)
 			}
 		}
-		o := r.sendGroup(ctx, rt, group)
+		o := r.sendGroup(ctx, rt, group, holding)
 		out.Sent += o.Sent
 		if o.Err != nil {
 			errs = append(errs, o.Err)
@@ -297,8 +319,9 @@ func (r *router) SendAll(ctx context.Context, splits []traceroute.Split) tracero
 	return out
 }
 
-// sendGroup sends splits made on one ring: one request per sampler.
-func (r *router) sendGroup(ctx context.Context, rt *routes, group []traceroute.Split) traceroute.Outcome {
+// sendGroup sends splits made on one ring: one request per sampler;
+// holding: skip samplers held off, and hold off the ones that fail.
+func (r *router) sendGroup(ctx context.Context, rt *routes, group []traceroute.Split, holding bool) traceroute.Outcome {
 	defer func() {
 		for _, s := range group {
 			s.(*split).release()
@@ -321,10 +344,17 @@ func (r *router) sendGroup(ctx context.Context, rt *routes, group []traceroute.S
 				spans += sp.parts.spans[e]
 			}
 		}
-		err := r.send(ctx, b, buf)
+		var err error
+		if holding && time.Now().UnixNano() < b.heldUntil.Load() {
+			err = errHeldOff
+		} else if err = r.send(ctx, b, buf); err != nil {
+			r.tel.SendFailed.Add(ctx, int64(spans), b.attrs)
+			if holding {
+				b.heldUntil.Store(time.Now().Add(holdOff).UnixNano())
+			}
+		}
 		mu.Lock()
 		if err != nil {
-			r.tel.SendFailed.Add(ctx, int64(spans), b.attrs)
 			errs = append(errs, fmt.Errorf("sampler %s: %w", b.endpoint, err))
 			out.Failed = r.giveBack(out.Failed, buf)
 		} else {

@@ -3,6 +3,7 @@ package tracerouterreceiver // import "github.com/otelcol-cost/otelcol-cost/rece
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configgrpc"
@@ -23,6 +24,19 @@ type Config struct {
 	// NumWorkers is how many requests' parts are sent at once; the others
 	// wait, held in max_inflight_bytes.
 	NumWorkers int `mapstructure:"num_workers"`
+	// Batch merges the requests taken into rounds of sends: each sampler
+	// gets one request per round, holding its parts of all of them.
+	Batch BatchConfig `mapstructure:"batch"`
+}
+
+// BatchConfig says when a round of sends starts, as exporterhelper's
+// batch does (sizer: items): once MinSize spans wait, or FlushTimeout after
+// the round's first request was taken; a round holds at most MaxSize spans
+// (a larger request makes a round alone).
+type BatchConfig struct {
+	FlushTimeout time.Duration `mapstructure:"flush_timeout"`
+	MinSize      int           `mapstructure:"min_size"`
+	MaxSize      int           `mapstructure:"max_size"`
 }
 
 // Protocols are the servers the receiver runs.
@@ -46,6 +60,15 @@ func (c *Config) Validate() error {
 	}
 	if c.NumWorkers < 1 {
 		errs = append(errs, fmt.Errorf("num_workers: must be ≥ 1, got %d", c.NumWorkers))
+	}
+	if c.Batch.FlushTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("batch.flush_timeout: must be > 0, got %v", c.Batch.FlushTimeout))
+	}
+	if c.Batch.MinSize < 1 {
+		errs = append(errs, fmt.Errorf("batch.min_size: must be ≥ 1, got %d", c.Batch.MinSize))
+	}
+	if c.Batch.MaxSize < c.Batch.MinSize {
+		errs = append(errs, fmt.Errorf("batch.max_size: must be ≥ batch.min_size (%d), got %d", c.Batch.MinSize, c.Batch.MaxSize))
 	}
 	if c.MaxInflightBytes < 1 {
 		errs = append(errs, fmt.Errorf("max_inflight_bytes: must be ≥ 1, got %d", c.MaxInflightBytes))

@@ -73,7 +73,7 @@ const requestOverhead = 4096
 
 // export takes one request. A request the router splits is answered as
 // soon as it is split: its parts are sent in the background by one of
-// num_workers (merged with other waiting requests' parts), its bytes held
+// num_workers (merged with other requests' parts, batch), its bytes held
 // (and counted against max_inflight_bytes) until every part is sent or
 // handed to the pipeline. Spans with a zero
 // trace ID are reported rejected in the response's partial success. A
@@ -107,43 +107,76 @@ type taken struct {
 	held  int64
 }
 
-// mergeSpans is how many spans a worker merges into one round of sends
-// at most: the requests waiting when it is free, as the exporter's queue
-// merges them (its batch max_size), so that samplers get few, large
-// requests under load and no request waits for others when idle.
-const mergeSpans = 2048
-
-// work sends waiting requests' parts: each round takes the requests
-// waiting (up to mergeSpans spans) and sends each sampler one request
-// with its parts of all of them; what a sampler did not take goes to the
-// pipeline.
-func (r *routerReceiver) work() {
-	defer r.workersDone.Done()
-	batch := make([]taken, 0, 64)
-	splits := make([]traceroute.Split, 0, 64)
-	for first := range r.pending {
-		batch, splits = append(batch[:0], first), append(splits[:0], first.split)
+// batch forms rounds from the requests taken: a round starts with the
+// first request waiting and takes the ones after it until batch.min_size
+// spans wait or batch.flush_timeout has passed since the first, at most
+// batch.max_size spans. At shutdown (pending closed) the round being
+// formed goes at once.
+func (r *routerReceiver) batch() {
+	defer close(r.rounds)
+	b := r.cfg.Batch
+	timer := time.NewTimer(b.FlushTimeout)
+	timer.Stop()
+	var carry *taken // taken, but over max_size for the round before
+	for {
+		var first taken
+		if carry != nil {
+			first, carry = *carry, nil
+		} else {
+			t, ok := <-r.pending
+			if !ok {
+				return
+			}
+			first = t
+		}
+		round := []taken{first}
 		spans := first.split.Spans()
-	merge:
-		for spans < mergeSpans {
+		timer.Reset(b.FlushTimeout)
+		open := true
+	fill:
+		for spans < b.MinSize {
 			select {
 			case t, ok := <-r.pending:
 				if !ok {
-					break merge
+					open = false
+					break fill
 				}
-				batch, splits = append(batch, t), append(splits, t.split)
+				if spans+t.split.Spans() > b.MaxSize {
+					carry = &t
+					break fill
+				}
+				round = append(round, t)
 				spans += t.split.Spans()
-			default:
-				break merge
+			case <-timer.C:
+				break fill
 			}
 		}
-		ctx := first.ctx
+		timer.Stop()
+		r.rounds <- round
+		if !open {
+			return
+		}
+	}
+}
+
+// work sends rounds: each sampler gets one request with its parts of
+// every request in the round; what a sampler did not take goes to the
+// pipeline.
+func (r *routerReceiver) work() {
+	defer r.workersDone.Done()
+	splits := make([]traceroute.Split, 0, 64)
+	for round := range r.rounds {
+		splits = splits[:0]
+		for _, t := range round {
+			splits = append(splits, t.split)
+		}
+		ctx := round[0].ctx
 		out := r.router.SendAll(ctx, splits)
 		r.tel.Routed.Add(ctx, int64(out.Sent))
 		if out.Failed != (ptrace.Traces{}) {
 			r.handOn(ctx, out.Failed)
 		}
-		for _, t := range batch {
+		for _, t := range round {
 			r.inflight.Add(-t.held)
 		}
 	}

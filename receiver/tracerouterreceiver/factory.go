@@ -12,6 +12,7 @@ package tracerouterreceiver // import "github.com/otelcol-cost/otelcol-cost/rece
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configgrpc"
@@ -30,12 +31,19 @@ func NewFactory() receiver.Factory {
 const (
 	// defaultMaxInflightBytes holds a few hundred typical requests.
 	defaultMaxInflightBytes = 64 << 20
-	// defaultNumWorkers: each worker sends one round at a time (every
-	// request waiting, merged per sampler, up to mergeSpans spans), so a
+	// defaultNumWorkers: each worker sends one round at a time, so a
 	// sampler sees at most this many requests at once from a gateway, as
 	// many as the exporter queue's consumers.
 	defaultNumWorkers = 4
 )
+
+// defaultBatch is the gateway exporter queue's batch (configs/gateway.yaml):
+// the samplers get requests of the same size and pace from either path.
+// Unmerged, or merged only from what happened to be waiting, a sampler got
+// tens of small requests a second, and its memory grew past memory_limiter's
+// soft limit in the overload tests while the exporter path's stayed under
+// it (docs/BENCHMARKS.md figure 14).
+var defaultBatch = BatchConfig{FlushTimeout: 200 * time.Millisecond, MinSize: 4096, MaxSize: 8192}
 
 func createDefaultConfig() *Config {
 	grpc := configgrpc.NewDefaultServerConfig()
@@ -45,6 +53,7 @@ func createDefaultConfig() *Config {
 		Exporter:         component.NewID(metadata.Type),
 		MaxInflightBytes: defaultMaxInflightBytes,
 		NumWorkers:       defaultNumWorkers,
+		Batch:            defaultBatch,
 	}
 }
 

@@ -42,7 +42,9 @@ type routerReceiver struct {
 	served sync.WaitGroup
 	// pending holds the requests answered and not yet sent; admission
 	// (max_inflight_bytes) bounds how many, within its capacity.
-	pending     chan taken
+	pending chan taken
+	// rounds carries the batches of requests (batch) to the workers.
+	rounds      chan []taken
 	workersDone sync.WaitGroup
 	// stop ends hand-on retries at shutdown.
 	stop     chan struct{}
@@ -75,7 +77,8 @@ func newReceiver(set receiver.Settings, cfg *Config, next consumer.Traces) (*rou
 		return nil, err
 	}
 	r := &routerReceiver{cfg: cfg, set: set, next: next, tel: tel, obsrep: obsrep,
-		pending: make(chan taken, min(cfg.MaxInflightBytes/requestOverhead+1, maxPending)), stop: make(chan struct{})}
+		pending: make(chan taken, min(cfg.MaxInflightBytes/requestOverhead+1, maxPending)), rounds: make(chan []taken),
+		stop: make(chan struct{})}
 	for i, name := range causeNames {
 		r.causes[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", name)))
 	}
@@ -89,6 +92,7 @@ func (r *routerReceiver) Start(ctx context.Context, host component.Host) error {
 		return err
 	}
 	r.router = router
+	go r.batch()
 	for range r.cfg.NumWorkers {
 		r.workersDone.Add(1)
 		go r.work()
