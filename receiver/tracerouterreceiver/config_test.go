@@ -2,6 +2,7 @@ package tracerouterreceiver
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,12 +23,14 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, component.MustNewID("trace_router"), def.Exporter, "routes through the exporter of the same name by default")
 	assert.Equal(t, int64(defaultMaxInflightBytes), def.MaxInflightBytes)
 	assert.Equal(t, defaultNumWorkers, def.NumWorkers)
+	assert.Equal(t, defaultBatch, def.Batch)
 
 	named := loadConfig(t, "named")
 	require.NoError(t, confmap.Validate(named))
 	assert.Equal(t, component.MustNewIDWithName("trace_router", "samplers"), named.Exporter)
 	assert.Equal(t, int64(1<<20), named.MaxInflightBytes)
 	assert.Equal(t, 2, named.NumWorkers)
+	assert.Equal(t, BatchConfig{FlushTimeout: 50 * time.Millisecond, MinSize: 1000, MaxSize: 2000}, named.Batch)
 	assert.Equal(t, 16, named.Protocols.GRPC.MaxRecvMsgSizeMiB)
 }
 
@@ -40,6 +43,9 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		`exporter: must name a trace_router exporter (trace_router or trace_router/NAME), got "otlp"`,
 		"max_inflight_bytes: must be ≥ 1, got 0",
 		"num_workers: must be ≥ 1, got 0",
+		"batch.flush_timeout: must be > 0, got 0s",
+		"batch.min_size: must be ≥ 1, got 0",
+		"batch.max_size: must be ≥ batch.min_size (0), got -1",
 	} {
 		assert.Contains(t, err.Error(), want)
 	}

@@ -48,12 +48,15 @@ type sampler struct {
 	ptraceotlp.UnimplementedGRPCServer
 	addr   string
 	refuse atomic.Bool
+	// calls counts the requests it was sent, refused ones too.
+	calls  atomic.Int64
 	mu     sync.Mutex
 	spans  map[pcommon.SpanID]int
 	traces map[pcommon.TraceID]bool
 }
 
 func (s *sampler) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	s.calls.Add(1)
 	if s.refuse.Load() {
 		return ptraceotlp.NewExportResponse(), status.Error(grpccodes.Unavailable, "refusing")
 	}
