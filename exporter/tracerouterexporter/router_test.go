@@ -19,65 +19,11 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/otelcol-cost/otelcol-cost/exporter/tracerouterexporter/internal/metadata"
+	"github.com/otelcol-cost/otelcol-cost/internal/otlptest"
 	"github.com/otelcol-cost/otelcol-cost/internal/ring"
 )
-
-// sink is an OTLP/gRPC server that records which spans it received.
-type sink struct {
-	ptraceotlp.UnimplementedGRPCServer
-	addr   string
-	mu     sync.Mutex
-	spans  map[pcommon.SpanID]int
-	traces map[pcommon.TraceID]bool
-	refuse bool
-}
-
-func (s *sink) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.refuse {
-		return ptraceotlp.NewExportResponse(), status.Error(codes.Unavailable, "refusing")
-	}
-	rss := req.Traces().ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		for j := 0; j < rss.At(i).ScopeSpans().Len(); j++ {
-			spans := rss.At(i).ScopeSpans().At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				s.spans[spans.At(k).SpanID()]++
-				s.traces[spans.At(k).TraceID()] = true
-			}
-		}
-	}
-	return ptraceotlp.NewExportResponse(), nil
-}
-
-func (s *sink) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, c := range s.spans {
-		n += c
-	}
-	return n
-}
-
-func startSinkAt(t *testing.T, addr string) *sink {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	require.NoError(t, err)
-	s := &sink{addr: ln.Addr().String(), spans: map[pcommon.SpanID]int{}, traces: map[pcommon.TraceID]bool{}}
-	srv := grpc.NewServer()
-	ptraceotlp.RegisterGRPCServer(srv, s)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return s
-}
 
 // telemetrySettings are the exporter's settings with telemetry the test
 // reads back.
@@ -143,13 +89,7 @@ func testConfig(hostnames []string, compression configcompression.Type) *Config 
 func TestRouterSendsEveryTraceToItsSamplerWithEachCompression(t *testing.T) {
 	for _, comp := range []configcompression.Type{configcompression.TypeGzip, configcompression.TypeZstd, configcompression.TypeSnappy, configcompression.Type("none")} {
 		t.Run(string(comp), func(t *testing.T) {
-			var sinks []*sink
-			var addrs []string
-			for range 3 {
-				s := startSinkAt(t, "127.0.0.1:0")
-				sinks = append(sinks, s)
-				addrs = append(addrs, s.addr)
-			}
+			sinks, addrs := otlptest.StartN(t, 3)
 			cfg := testConfig(addrs, comp)
 			require.NoError(t, cfg.Validate())
 			set, tel := telemetrySettings(t)
@@ -160,20 +100,18 @@ func TestRouterSendsEveryTraceToItsSamplerWithEachCompression(t *testing.T) {
 			require.Eventually(t, func() bool {
 				got := 0
 				for _, s := range sinks {
-					got += s.count()
+					got += s.Count()
 				}
 				return got == sent
 			}, 10*time.Second, 20*time.Millisecond)
 			require.NoError(t, exp.Shutdown(context.Background()))
 			rg := ring.New(addrs)
 			for _, s := range sinks {
-				assert.NotEmpty(t, s.traces)
-				for id := range s.traces {
-					assert.Equal(t, s.addr, rg.Owner(id), "trace %v at the wrong sampler", id)
+				assert.NotEmpty(t, s.TraceIDs())
+				for _, id := range s.TraceIDs() {
+					assert.Equal(t, s.Addr, rg.Owner(id), "trace %v at the wrong sampler", id)
 				}
-				for id, c := range s.spans {
-					assert.Equal(t, 1, c, "span %v received %d times", id, c)
-				}
+				assert.Empty(t, s.Twice(), "spans received twice")
 			}
 			m, err := tel.GetMetric(metadata.MetricSpans)
 			require.NoError(t, err)
@@ -188,11 +126,11 @@ func TestRouterSendsEveryTraceToItsSamplerWithEachCompression(t *testing.T) {
 func TestRouterReroutesWhatASamplerRefused(t *testing.T) {
 	// Three samplers on one port, three loopback addresses, as a headless
 	// Service resolves.
-	var sinks []*sink
+	var sinks []*otlptest.Recorder
 	for attempt := 0; ; attempt++ {
 		sinks = sinks[:0]
-		first := startSinkAt(t, "127.0.0.1:0")
-		_, port, _ := net.SplitHostPort(first.addr)
+		first := otlptest.Start(t, "127.0.0.1:0")
+		_, port, _ := net.SplitHostPort(first.Addr)
 		sinks = append(sinks, first)
 		ok := true
 		for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
@@ -202,15 +140,15 @@ func TestRouterReroutesWhatASamplerRefused(t *testing.T) {
 				break
 			}
 			_ = ln.Close()
-			sinks = append(sinks, startSinkAt(t, net.JoinHostPort(ip, port)))
+			sinks = append(sinks, otlptest.Start(t, net.JoinHostPort(ip, port)))
 		}
 		if ok {
 			break
 		}
 		require.Less(t, attempt, 5, "no port free on three loopback addresses")
 	}
-	_, port, _ := net.SplitHostPort(sinks[0].addr)
-	sinks[1].refuse = true
+	_, port, _ := net.SplitHostPort(sinks[0].Addr)
+	sinks[1].Refuse.Store(true)
 	var mu sync.Mutex
 	ips := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
 	lookup := func(context.Context, string) ([]net.IPAddr, error) {
@@ -239,14 +177,12 @@ func TestRouterReroutesWhatASamplerRefused(t *testing.T) {
 	mu.Lock()
 	ips = []string{"127.0.0.1", "127.0.0.3"} // it leaves the Service
 	mu.Unlock()
-	require.Eventually(t, func() bool { return sinks[0].count()+sinks[2].count() == sent }, 15*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return sinks[0].Count()+sinks[2].Count() == sent }, 15*time.Second, 20*time.Millisecond,
 		"every span at the two samplers that stay")
 	require.NoError(t, exp.Shutdown(context.Background()))
-	assert.Zero(t, sinks[1].count())
-	for _, s := range []*sink{sinks[0], sinks[2]} {
-		for id, c := range s.spans {
-			require.Equal(t, 1, c, "span %v received %d times", id, c)
-		}
+	assert.Zero(t, sinks[1].Count())
+	for _, s := range []*otlptest.Recorder{sinks[0], sinks[2]} {
+		require.Empty(t, s.Twice(), "spans received twice")
 	}
 	rerouted, err := tel.GetMetric(metadata.MetricRerouted)
 	require.NoError(t, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,76 +37,10 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/otelcol-cost/otelcol-cost/exporter/tracerouterexporter"
+	"github.com/otelcol-cost/otelcol-cost/internal/otlptest"
 	"github.com/otelcol-cost/otelcol-cost/internal/ring"
 	"github.com/otelcol-cost/otelcol-cost/receiver/tracerouterreceiver/internal/metadata"
 )
-
-// sampler is an OTLP/gRPC server standing for a sampler: it records the
-// spans it received, and refuses while refuse is set.
-type sampler struct {
-	ptraceotlp.UnimplementedGRPCServer
-	addr   string
-	refuse atomic.Bool
-	// calls counts the requests it was sent, refused ones too.
-	calls  atomic.Int64
-	mu     sync.Mutex
-	spans  map[pcommon.SpanID]int
-	traces map[pcommon.TraceID]bool
-}
-
-func (s *sampler) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
-	s.calls.Add(1)
-	if s.refuse.Load() {
-		return ptraceotlp.NewExportResponse(), status.Error(grpccodes.Unavailable, "refusing")
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	eachSpan(req.Traces(), func(sp ptrace.Span) {
-		s.spans[sp.SpanID()]++
-		s.traces[sp.TraceID()] = true
-	})
-	return ptraceotlp.NewExportResponse(), nil
-}
-
-func (s *sampler) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, c := range s.spans {
-		n += c
-	}
-	return n
-}
-
-func eachSpan(td ptrace.Traces, f func(ptrace.Span)) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		for j := 0; j < rss.At(i).ScopeSpans().Len(); j++ {
-			spans := rss.At(i).ScopeSpans().At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				f(spans.At(k))
-			}
-		}
-	}
-}
-
-func startSamplers(t *testing.T, n int) ([]*sampler, []string) {
-	t.Helper()
-	var out []*sampler
-	var addrs []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		s := &sampler{addr: ln.Addr().String(), spans: map[pcommon.SpanID]int{}, traces: map[pcommon.TraceID]bool{}}
-		srv := grpc.NewServer()
-		ptraceotlp.RegisterGRPCServer(srv, s)
-		go func() { _ = srv.Serve(ln) }()
-		t.Cleanup(srv.Stop)
-		out = append(out, s)
-		addrs = append(addrs, s.addr)
-	}
-	return out, addrs
-}
 
 // startExporter starts a trace_router exporter on the samplers; queue
 // turns its sending_queue on (what the pipeline hands it then waits there
@@ -202,7 +135,7 @@ func counter(t *testing.T, tel *componenttest.Telemetry, name string, attrs ...a
 // span reaches the sampler the ring gives its trace to, once, and none
 // was decoded on the way (the pipeline received nothing).
 func TestSDKRequestsAreRoutedAsReceived(t *testing.T) {
-	samplers, addrs := startSamplers(t, 3)
+	samplers, addrs := otlptest.StartN(t, 3)
 	startExporter(t, addrs, false)
 	pipeline := new(consumertest.TracesSink)
 	addr, tel := startReceiver(t, pipeline, nil)
@@ -232,19 +165,17 @@ func TestSDKRequestsAreRoutedAsReceived(t *testing.T) {
 	require.Eventually(t, func() bool {
 		n := 0
 		for _, s := range samplers {
-			n += s.count()
+			n += s.Count()
 		}
 		return n == 2*traces
 	}, 10*time.Second, 20*time.Millisecond)
 	rg := ring.New(addrs)
 	for _, s := range samplers {
-		assert.NotEmpty(t, s.traces, "three samplers share 300 traces")
-		for id := range s.traces {
-			assert.Equal(t, s.addr, rg.Owner(id), "trace at the wrong sampler")
+		assert.NotEmpty(t, s.TraceIDs(), "three samplers share 300 traces")
+		for _, id := range s.TraceIDs() {
+			assert.Equal(t, s.Addr, rg.Owner(id), "trace at the wrong sampler")
 		}
-		for id, c := range s.spans {
-			assert.Equal(t, 1, c, "span %v received %d times", id, c)
-		}
+		assert.Empty(t, s.Twice(), "spans received twice")
 	}
 	assert.Zero(t, pipeline.SpanCount(), "nothing decoded into the pipeline")
 	require.Eventually(t, func() bool { return counter(t, tel, metadata.MetricRouted) == int64(2*traces) },
@@ -345,25 +276,25 @@ func encode(t *testing.T, td ptrace.Traces) []byte {
 // A sampler that refuses: its part, and only it, is decoded and handed to
 // the pipeline; the client is told the request was taken.
 func TestARefusedPartGoesDownThePipeline(t *testing.T) {
-	samplers, addrs := startSamplers(t, 3)
-	samplers[1].refuse.Store(true)
+	samplers, addrs := otlptest.StartN(t, 3)
+	samplers[1].Refuse.Store(true)
 	startExporter(t, addrs, false)
 	pipeline := new(consumertest.TracesSink)
 	addr, tel := startReceiver(t, pipeline, nil)
 	c := dialRaw(t, addr)
 	sent := sendRequests(t, c, 20, 30)
 	require.Eventually(t, func() bool {
-		return samplers[0].count()+samplers[2].count()+pipeline.SpanCount() == sent
+		return samplers[0].Count()+samplers[2].Count()+pipeline.SpanCount() == sent
 	}, 5*time.Second, 10*time.Millisecond, "every span sent or handed on")
 	rg := ring.New(addrs)
 	handed := 0
 	for _, td := range pipeline.AllTraces() {
-		eachSpan(td, func(sp ptrace.Span) {
+		otlptest.EachSpan(td, func(sp ptrace.Span) {
 			handed++
-			assert.Equal(t, samplers[1].addr, rg.Owner(sp.TraceID()), "only the refusing sampler's spans")
+			assert.Equal(t, samplers[1].Addr, rg.Owner(sp.TraceID()), "only the refusing sampler's spans")
 		})
 	}
-	assert.Equal(t, sent, samplers[0].count()+samplers[2].count()+handed, "every span sent or handed on")
+	assert.Equal(t, sent, samplers[0].Count()+samplers[2].Count()+handed, "every span sent or handed on")
 	assert.Positive(t, handed)
 	assert.Equal(t, int64(handed), counter(t, tel, metadata.MetricToPipeline, attribute.String("cause", "send_failed")))
 }
@@ -372,32 +303,30 @@ func TestARefusedPartGoesDownThePipeline(t *testing.T) {
 // exporter's queue and its retries reach the sampler once it takes spans
 // again. Nothing lost, nothing received twice.
 func TestARefusedPartIsRetriedThroughTheExportersQueue(t *testing.T) {
-	samplers, addrs := startSamplers(t, 3)
-	samplers[2].refuse.Store(true)
+	samplers, addrs := otlptest.StartN(t, 3)
+	samplers[2].Refuse.Store(true)
 	exp := startExporter(t, addrs, true)
 	addr, _ := startReceiver(t, exp, nil)
 	c := dialRaw(t, addr)
 	sent := sendRequests(t, c, 20, 30)
 	time.Sleep(200 * time.Millisecond) // retries fail meanwhile
-	samplers[2].refuse.Store(false)
+	samplers[2].Refuse.Store(false)
 	require.Eventually(t, func() bool {
 		n := 0
 		for _, s := range samplers {
-			n += s.count()
+			n += s.Count()
 		}
 		return n == sent
 	}, 15*time.Second, 20*time.Millisecond)
 	for _, s := range samplers {
-		for id, cnt := range s.spans {
-			require.Equal(t, 1, cnt, "span %v received %d times", id, cnt)
-		}
+		require.Empty(t, s.Twice(), "spans received twice")
 	}
 }
 
 // Spans without a trace ID cannot be routed: dropped, and said so in the
 // response's partial success, as OTLP asks.
 func TestZeroTraceIDsAreReportedAsRejected(t *testing.T) {
-	samplers, addrs := startSamplers(t, 2)
+	samplers, addrs := otlptest.StartN(t, 2)
 	startExporter(t, addrs, false)
 	addr, _ := startReceiver(t, new(consumertest.TracesSink), nil)
 	var next uint64
@@ -411,14 +340,14 @@ func TestZeroTraceIDsAreReportedAsRejected(t *testing.T) {
 	require.NoError(t, r.UnmarshalProto(resp))
 	assert.Equal(t, int64(2), r.PartialSuccess().RejectedSpans())
 	assert.Contains(t, r.PartialSuccess().ErrorMessage(), "zero trace ID")
-	require.Eventually(t, func() bool { return samplers[0].count()+samplers[1].count() == 18 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return samplers[0].Count()+samplers[1].Count() == 18 }, 5*time.Second, 10*time.Millisecond)
 }
 
 // Requests the wire split does not read are decoded and go down the
 // pipeline (still valid OTLP: a field between two ScopeSpans); what is not
 // OTLP at all is refused as invalid and counted, never a crash.
 func TestRequestsTheSplitDoesNotReadAreDecodedOrRefused(t *testing.T) {
-	_, addrs := startSamplers(t, 2)
+	_, addrs := otlptest.StartN(t, 2)
 	startExporter(t, addrs, false)
 	pipeline := new(consumertest.TracesSink)
 	addr, tel := startReceiver(t, pipeline, nil)
@@ -447,7 +376,7 @@ func TestRequestsTheSplitDoesNotReadAreDecodedOrRefused(t *testing.T) {
 // Past max_inflight_bytes a request is refused with a retryable code,
 // before anything of it is held or sent.
 func TestMaxInflightBytesRefusesRetryably(t *testing.T) {
-	samplers, addrs := startSamplers(t, 2)
+	samplers, addrs := otlptest.StartN(t, 2)
 	startExporter(t, addrs, false)
 	var next uint64
 	small, big := request(1, &next), request(50, &next)
@@ -460,10 +389,10 @@ func TestMaxInflightBytesRefusesRetryably(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, grpccodes.Unavailable, status.Code(err))
 	assert.Equal(t, int64(1), counter(t, tel, metadata.MetricRefused, attribute.String("cause", "inflight")))
-	require.Eventually(t, func() bool { return samplers[0].count()+samplers[1].count() == 2 }, 5*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return samplers[0].Count()+samplers[1].Count() == 2 }, 5*time.Second, 10*time.Millisecond,
 		"the small request's spans arrive")
 	time.Sleep(50 * time.Millisecond)
-	assert.Equal(t, 2, samplers[0].count()+samplers[1].count(), "only the small request's spans")
+	assert.Equal(t, 2, samplers[0].Count()+samplers[1].Count(), "only the small request's spans")
 }
 
 // A request answered as taken is not dropped when the pipeline refuses
@@ -471,8 +400,8 @@ func TestMaxInflightBytesRefusesRetryably(t *testing.T) {
 // part is handed on again until the pipeline takes it, its bytes held
 // meanwhile, so that new requests are refused (retryably) instead.
 func TestAHandedOnPartIsHeldWhileThePipelineRefuses(t *testing.T) {
-	samplers, addrs := startSamplers(t, 1)
-	samplers[0].refuse.Store(true)
+	samplers, addrs := otlptest.StartN(t, 1)
+	samplers[0].Refuse.Store(true)
 	startExporter(t, addrs, false)
 	pipeline := &refusingSink{refusals: 5}
 	var next uint64
@@ -514,7 +443,7 @@ func (s *refusingSink) ConsumeTraces(ctx context.Context, td ptrace.Traces) erro
 // pipeline before the call returns: the pipeline's refusal is the
 // client's, with its retryability, as with the otlp receiver.
 func TestThePipelinesRefusalOfADecodedRequestIsTheClients(t *testing.T) {
-	_, addrs := startSamplers(t, 1)
+	_, addrs := otlptest.StartN(t, 1)
 	startExporter(t, addrs, false)
 	addr, _ := startReceiver(t, consumertest.NewErr(errors.New("data refused due to high memory usage")), nil)
 	// Valid OTLP the split does not read: a field between two ScopeSpans.

@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/otlptest"
 )
 
 // Requests taken close together reach each sampler as one request per
@@ -14,7 +16,7 @@ import (
 // batch.max_size, whatever the pace they came at. Samplers pay per request
 // (decode, its memory while held); the exporter's queue batches the same.
 func TestRequestsAreMergedIntoRoundsOfBatchSize(t *testing.T) {
-	samplers, addrs := startSamplers(t, 3)
+	samplers, addrs := otlptest.StartN(t, 3)
 	startExporter(t, addrs, false)
 	addr, _ := startReceiver(t, new(consumertest.TracesSink), func(c *Config) {
 		// 10 requests of 60 spans make a round; flush_timeout is far
@@ -24,18 +26,18 @@ func TestRequestsAreMergedIntoRoundsOfBatchSize(t *testing.T) {
 	c := dialRaw(t, addr)
 	sent := sendRequests(t, c, 20, 30)
 	require.Equal(t, 1200, sent)
-	total := func() int { return samplers[0].count() + samplers[1].count() + samplers[2].count() }
+	total := func() int { return samplers[0].Count() + samplers[1].Count() + samplers[2].Count() }
 	require.Eventually(t, func() bool { return total() == sent }, 5*time.Second, 10*time.Millisecond,
 		"two full rounds are sent without waiting for flush_timeout")
 	for i, s := range samplers {
-		assert.Equal(t, int64(2), s.calls.Load(), "sampler %d: one request per round", i)
+		assert.Equal(t, int64(2), s.Calls(), "sampler %d: one request per round", i)
 	}
 }
 
 // A round not filled to batch.min_size goes after batch.flush_timeout:
 // spans never wait for traffic that does not come.
 func TestAnUnfilledRoundGoesAfterFlushTimeout(t *testing.T) {
-	samplers, addrs := startSamplers(t, 2)
+	samplers, addrs := otlptest.StartN(t, 2)
 	startExporter(t, addrs, false)
 	addr, _ := startReceiver(t, new(consumertest.TracesSink), func(c *Config) {
 		c.Batch.MinSize, c.Batch.MaxSize, c.Batch.FlushTimeout = 1_000_000, 1_000_000, 300*time.Millisecond
@@ -43,10 +45,10 @@ func TestAnUnfilledRoundGoesAfterFlushTimeout(t *testing.T) {
 	c := dialRaw(t, addr)
 	start := time.Now()
 	sent := sendRequests(t, c, 5, 20)
-	require.Eventually(t, func() bool { return samplers[0].count()+samplers[1].count() == sent }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return samplers[0].Count()+samplers[1].Count() == sent }, 5*time.Second, 5*time.Millisecond)
 	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "held until flush_timeout")
 	for i, s := range samplers {
-		assert.Equal(t, int64(1), s.calls.Load(), "sampler %d: the five requests in one round", i)
+		assert.Equal(t, int64(1), s.Calls(), "sampler %d: the five requests in one round", i)
 	}
 }
 
@@ -55,31 +57,31 @@ func TestAnUnfilledRoundGoesAfterFlushTimeout(t *testing.T) {
 // while the other samplers keep getting theirs. Without the pause a
 // sampler refusing under memory pressure got every round's spans.
 func TestARefusingSamplerIsHeldOffWhileOthersAreSent(t *testing.T) {
-	samplers, addrs := startSamplers(t, 2)
-	samplers[1].refuse.Store(true)
+	samplers, addrs := otlptest.StartN(t, 2)
+	samplers[1].Refuse.Store(true)
 	startExporter(t, addrs, false)
 	pipeline := new(consumertest.TracesSink)
 	addr, _ := startReceiver(t, pipeline, func(c *Config) { c.Batch.MinSize, c.Batch.MaxSize = 1, 1 })
 	c := dialRaw(t, addr)
 	sent := sendRequests(t, c, 1, 20)
-	require.Eventually(t, func() bool { return samplers[0].count()+pipeline.SpanCount() == sent }, 5*time.Second, 5*time.Millisecond)
-	require.Equal(t, int64(1), samplers[1].calls.Load(), "the refusal")
-	samplers[1].refuse.Store(false)
+	require.Eventually(t, func() bool { return samplers[0].Count()+pipeline.SpanCount() == sent }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, int64(1), samplers[1].Calls(), "the refusal")
+	samplers[1].Refuse.Store(false)
 
 	// Within the hold-off: three more rounds, none sent to samplers[1].
 	sent += sendRequests(t, c, 3, 20)
-	require.Eventually(t, func() bool { return samplers[0].count()+pipeline.SpanCount() == sent }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return samplers[0].Count()+pipeline.SpanCount() == sent }, 5*time.Second, 5*time.Millisecond,
 		"the held-off sampler's parts are handed on, the other's sent")
-	assert.Equal(t, int64(1), samplers[1].calls.Load(), "nothing sent to the sampler held off")
-	assert.Equal(t, int64(4), samplers[0].calls.Load(), "the other sampler got every round")
+	assert.Equal(t, int64(1), samplers[1].Calls(), "nothing sent to the sampler held off")
+	assert.Equal(t, int64(4), samplers[0].Calls(), "the other sampler got every round")
 
 	// After it, the sampler is sent to again.
 	time.Sleep(holdOffForTests)
 	sent += sendRequests(t, c, 1, 20)
-	require.Eventually(t, func() bool { return samplers[0].count()+samplers[1].count()+pipeline.SpanCount() == sent },
+	require.Eventually(t, func() bool { return samplers[0].Count()+samplers[1].Count()+pipeline.SpanCount() == sent },
 		5*time.Second, 5*time.Millisecond)
-	assert.Equal(t, int64(2), samplers[1].calls.Load(), "sent to again once the hold-off is over")
-	assert.Positive(t, samplers[1].count())
+	assert.Equal(t, int64(2), samplers[1].Calls(), "sent to again once the hold-off is over")
+	assert.Positive(t, samplers[1].Count())
 }
 
 // holdOffForTests is the exporter's hold-off (1 s) and a margin.
