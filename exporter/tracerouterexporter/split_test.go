@@ -109,33 +109,14 @@ func pdataSplit(td ptrace.Traces, rg *ring.Ring) []ptrace.Traces {
 // scopes a pdata split gives it: byte for byte, as pdata encodes it.
 func TestWireSplitEqualsAPdataSplit(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(42, 1))
-	var m ptrace.ProtoMarshaler
+	asIs := func(b []byte) []byte { return b }
 	for _, members := range []int{1, 2, 3, 7} {
 		rg := testRing(members)
 		for round := range 200 {
 			td := mixedRequest(rnd, 1+rnd.IntN(12))
 			var idx otlpwire.Index
 			require.NoError(t, idx.Marshal(td))
-			p, err := splitIndex(&idx, rg)
-			require.NoError(t, err)
-			want := pdataSplit(td, rg)
-			total := p.zero
-			for e := range want {
-				total += p.spans[e]
-				wantBytes, err := m.MarshalTraces(want[e])
-				require.NoError(t, err)
-				var got []byte
-				if p.first[e] >= 0 {
-					got = idx.AppendEncoding(nil, p.first[e])
-				}
-				if len(wantBytes) == 0 {
-					require.Empty(t, got, "members %d, round %d, member %d", members, round, e)
-				} else {
-					require.Equal(t, wantBytes, got, "members %d, round %d, member %d", members, round, e)
-				}
-				assert.Equal(t, want[e].SpanCount(), p.spans[e])
-			}
-			require.Equal(t, td.SpanCount(), total, "every span in one part, or counted as zero trace ID")
+			requirePartsMatchPdata(t, &idx, td, rg, asIs, fmt.Sprintf("members %d, round %d", members, round))
 		}
 	}
 }
@@ -149,6 +130,13 @@ func TestSplitAsReceivedEqualsAPdataSplit(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(43, 1))
 	var m ptrace.ProtoMarshaler
 	var u ptrace.ProtoUnmarshaler
+	reencoded := func(b []byte) []byte {
+		td, err := u.UnmarshalTraces(b)
+		require.NoError(t, err)
+		out, err := m.MarshalTraces(td)
+		require.NoError(t, err)
+		return out
+	}
 	for _, members := range []int{1, 3, 7} {
 		rg := testRing(members)
 		for round := range 100 {
@@ -163,27 +151,36 @@ func TestSplitAsReceivedEqualsAPdataSplit(t *testing.T) {
 
 			var idx otlpwire.Index
 			require.NoError(t, idx.Parse(sdkBytes))
-			p, err := splitIndex(&idx, rg)
-			require.NoError(t, err)
-			want := pdataSplit(td, rg)
-			total := p.zero
-			for e := range want {
-				total += p.spans[e]
-				if want[e].SpanCount() == 0 {
-					require.Negative(t, p.first[e], "members %d, round %d, member %d", members, round, e)
-					continue
-				}
-				got, err := u.UnmarshalTraces(idx.AppendEncoding(nil, p.first[e]))
-				require.NoError(t, err)
-				gotBytes, err := m.MarshalTraces(got)
-				require.NoError(t, err)
-				wantBytes, err := m.MarshalTraces(want[e])
-				require.NoError(t, err)
-				require.Equal(t, wantBytes, gotBytes, "members %d, round %d, member %d", members, round, e)
-			}
-			require.Equal(t, td.SpanCount(), total)
+			requirePartsMatchPdata(t, &idx, td, rg, reencoded, fmt.Sprintf("members %d, round %d", members, round))
 		}
 	}
+}
+
+// requirePartsMatchPdata splits the request indexed in idx (td's spans) on
+// rg and requires each member's part, as asPdata gives its bytes, to be
+// pdata's encoding of what a pdata split gives that member (a member with
+// no spans gets no part), and every span to be in one part or counted as
+// a zero trace ID.
+func requirePartsMatchPdata(t *testing.T, idx *otlpwire.Index, td ptrace.Traces, rg *ring.Ring, asPdata func([]byte) []byte, label string) {
+	t.Helper()
+	p, err := splitIndex(idx, rg)
+	require.NoError(t, err, label)
+	var m ptrace.ProtoMarshaler
+	want := pdataSplit(td, rg)
+	total := p.zero
+	for e := range want {
+		total += p.spans[e]
+		assert.Equal(t, want[e].SpanCount(), p.spans[e], "%s, member %d", label, e)
+		if want[e].SpanCount() == 0 {
+			require.Negative(t, p.first[e], "%s, member %d", label, e)
+			continue
+		}
+		require.GreaterOrEqual(t, p.first[e], int32(0), "%s, member %d", label, e)
+		wantBytes, err := m.MarshalTraces(want[e])
+		require.NoError(t, err)
+		require.Equal(t, wantBytes, asPdata(idx.AppendEncoding(nil, p.first[e])), "%s, member %d", label, e)
+	}
+	require.Equal(t, td.SpanCount(), total, "%s: every span in one part, or counted as a zero trace ID", label)
 }
 
 // Whatever bytes arrive, splitting them as received never panics; when
