@@ -210,7 +210,7 @@ func (r *router) push(ctx context.Context, td ptrace.Traces) error {
 
 // Split indexes a request's encoding as received, before anything decodes
 // it, and splits it by trace ID on the ring as it is now: the
-// trace_router receiver's path. Nothing is sent until Send.
+// trace_router receiver's path. Nothing is sent until SendAll.
 func (r *router) Split(req []byte) (traceroute.Split, error) {
 	sp := r.newSplit()
 	if err := sp.idx.Parse(req); err != nil {
@@ -228,7 +228,7 @@ func (r *router) Split(req []byte) (traceroute.Split, error) {
 }
 
 // split is one request, indexed, and its spans per sampler of the ring
-// it was split on; it holds a pooled index until Send (or a failed split)
+// it was split on; it holds a pooled index until SendAll (or a failed split)
 // releases it.
 type split struct {
 	r     *router
