@@ -92,11 +92,12 @@ func (r *routerReceiver) export(ctx context.Context, req []byte) (any, error) {
 		defer r.inflight.Add(-held)
 		return r.decodeAndConsume(ctx, req, err)
 	}
-	r.obsrep.EndTracesOp(ctx, "protobuf", sp.Spans(), nil)
+	spans := sp.Spans()
+	r.obsrep.EndTracesOp(ctx, "protobuf", spans, nil)
 	resp := exportResponse(sp.Dropped())
 	// The client's call ends now; its metadata stays with the parts.
 	// Admission bounds how many wait, so the queue never blocks.
-	r.pending <- taken{ctx: context.WithoutCancel(ctx), split: sp, held: held}
+	r.pending <- taken{ctx: context.WithoutCancel(ctx), split: sp, spans: spans, held: held}
 	return &resp, nil
 }
 
@@ -104,6 +105,7 @@ func (r *routerReceiver) export(ctx context.Context, req []byte) (any, error) {
 type taken struct {
 	ctx   context.Context
 	split traceroute.Split
+	spans int // split.Spans(), counted once when taken
 	held  int64
 }
 
@@ -130,7 +132,7 @@ func (r *routerReceiver) batch() {
 			first = t
 		}
 		round := []taken{first}
-		spans := first.split.Spans()
+		spans := first.spans
 		timer.Reset(b.FlushTimeout)
 		open := true
 	fill:
@@ -141,12 +143,12 @@ func (r *routerReceiver) batch() {
 					open = false
 					break fill
 				}
-				if spans+t.split.Spans() > b.MaxSize {
+				if spans+t.spans > b.MaxSize {
 					carry = &t
 					break fill
 				}
 				round = append(round, t)
-				spans += t.split.Spans()
+				spans += t.spans
 			case <-timer.C:
 				break fill
 			}
