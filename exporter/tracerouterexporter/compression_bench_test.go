@@ -36,7 +36,7 @@ func benchmarkPartCompression(b *testing.B, traces int) {
 	if err := idx.Marshal(td); err != nil {
 		b.Fatal(err)
 	}
-	p, err := splitIndex(&idx, rg)
+	p, err := splitIndex(&idx, rg, 1<<30)
 	if err != nil {
 		b.Fatal(err)
 	}

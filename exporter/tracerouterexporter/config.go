@@ -37,6 +37,9 @@ type Protocol struct {
 type OTLPConfig struct {
 	// Timeout bounds one send to one sampler.
 	Timeout time.Duration `mapstructure:"timeout"`
+	// MaxRequestBytes bounds one request to a sampler (before gRPC
+	// compression): at most the samplers' max_recv_msg_size_mib.
+	MaxRequestBytes int `mapstructure:"max_request_bytes"`
 	// QueueConfig and RetryConfig exist for load_balancing's configs: they
 	// must stay disabled (a queue per sampler would retry a dead sampler's
 	// data alone, and drop it when the sampler leaves the ring).
@@ -68,6 +71,9 @@ const (
 	defaultPort        = "4317"
 	defaultDNSInterval = 5 * time.Second
 	defaultDNSTimeout  = time.Second
+	// defaultMaxRequestBytes is gRPC's default max_recv_msg_size_mib (4).
+	defaultMaxRequestBytes = 4 << 20
+	minRequestBytes        = 64 << 10
 )
 
 // Validate reports every invalid field by name.
@@ -112,8 +118,11 @@ func (c *Config) Validate() error {
 	if o.ClientConfig.Endpoint != "" {
 		errs = append(errs, errors.New("protocol.otlp.endpoint: must be empty: the resolver gives the endpoints"))
 	}
-	if o.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("protocol.otlp.timeout: must be ≥ 0, got %v", o.Timeout))
+	if o.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("protocol.otlp.timeout: must be > 0 (a sampler that never answers would hold its sends forever), got %v", o.Timeout))
+	}
+	if o.MaxRequestBytes < minRequestBytes {
+		errs = append(errs, fmt.Errorf("protocol.otlp.max_request_bytes: must be ≥ %d, got %d", minRequestBytes, o.MaxRequestBytes))
 	}
 	return errors.Join(errs...)
 }

@@ -29,6 +29,8 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, 5*time.Second, d.Interval)
 	assert.Equal(t, "zstd", string(dns.Protocol.OTLP.ClientConfig.Compression))
 	assert.Equal(t, 5*time.Second, dns.Protocol.OTLP.Timeout)
+	assert.Equal(t, 8<<20, dns.Protocol.OTLP.MaxRequestBytes)
+	assert.Equal(t, 4<<20, static.Protocol.OTLP.MaxRequestBytes, "gRPC's default max_recv_msg_size_mib")
 }
 
 func TestConfigErrorsNameTheField(t *testing.T) {
@@ -47,8 +49,14 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		"protocol.otlp.sending_queue: not supported",
 		"protocol.otlp.retry_on_failure: not supported",
 		"protocol.otlp.endpoint: must be empty",
-		"protocol.otlp.timeout: must be ≥ 0",
+		"protocol.otlp.timeout: must be > 0",
 	} {
 		assert.Contains(t, err.Error(), want)
 	}
+	// A timeout of 0 let a sampler that never answers hold its sends
+	// forever.
+	err = confmap.Validate(loadConfig(t, "zero_timeout"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "protocol.otlp.timeout: must be > 0")
+	assert.Contains(t, err.Error(), "protocol.otlp.max_request_bytes: must be ≥ 65536, got 1000")
 }

@@ -30,7 +30,7 @@ func createDefaultConfig() *Config {
 		TimeoutSettings: exporterhelper.NewDefaultTimeoutConfig(),
 		BackOffConfig:   configretry.NewDefaultBackOffConfig(),
 		QueueSettings:   configoptional.Some(exporterhelper.NewDefaultQueueConfig()),
-		Protocol:        Protocol{OTLP: OTLPConfig{Timeout: 5 * time.Second, ClientConfig: client}},
+		Protocol:        Protocol{OTLP: OTLPConfig{Timeout: 5 * time.Second, MaxRequestBytes: defaultMaxRequestBytes, ClientConfig: client}},
 	}
 }
 

@@ -5,15 +5,16 @@ import (
 	"errors"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // exportMethod is OTLP/gRPC's trace export.
 const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 // rawCodec sends bytes that already are an ExportTraceServiceRequest (a
-// TracesData's encoding is one: the same field 1) and ignores the
-// response, whose only content is partial success, which OTLP says not to
-// retry. It is named "proto" so the content type stays application/grpc.
+// TracesData's encoding is one: the same field 1) and takes the response's
+// bytes as they are (its only content is partial success). It is named
+// "proto" so the content type stays application/grpc.
 type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) ([]byte, error) {
@@ -23,22 +24,74 @@ func (rawCodec) Marshal(v any) ([]byte, error) {
 	return nil, errors.New("trace_router: not raw bytes")
 }
 
-func (rawCodec) Unmarshal([]byte, any) error { return nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	if b, ok := v.(*[]byte); ok {
+		*b = data
+	}
+	return nil
+}
 
 func (rawCodec) Name() string { return "proto" }
 
 var callCodec = grpc.ForceCodec(rawCodec{})
 
-// send exports one encoded part to one sampler.
-func (r *router) send(ctx context.Context, b *backend, part []byte) error {
+// send exports one encoded part to one sampler, within protocol.otlp's
+// timeout, and returns how many spans its answer reports rejected.
+func (r *router) send(ctx context.Context, b *backend, part []byte) (int, error) {
 	if b.conn == nil {
-		return errors.New("no connection")
+		return 0, errors.New("no connection")
 	}
-	if t := r.cfg.Protocol.OTLP.Timeout; t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Protocol.OTLP.Timeout)
+	defer cancel()
 	var resp []byte
-	return b.conn.Invoke(ctx, exportMethod, &part, &resp, callCodec)
+	if err := b.conn.Invoke(ctx, exportMethod, &part, &resp, callCodec); err != nil {
+		return 0, err
+	}
+	return rejectedSpans(resp), nil
+}
+
+// rejectedSpans reads ExportTraceServiceResponse.partial_success
+// .rejected_spans from a response's encoding (0 when absent or unreadable).
+func rejectedSpans(resp []byte) int {
+	rejected := 0
+	for len(resp) > 0 {
+		num, typ, n := protowire.ConsumeTag(resp)
+		if n < 0 {
+			return rejected
+		}
+		resp = resp[n:]
+		if num == 1 && typ == protowire.BytesType {
+			ps, m := protowire.ConsumeBytes(resp)
+			if m < 0 {
+				return rejected
+			}
+			for len(ps) > 0 {
+				pn, pt, k := protowire.ConsumeTag(ps)
+				if k < 0 {
+					break
+				}
+				ps = ps[k:]
+				if pn == 1 && pt == protowire.VarintType {
+					v, l := protowire.ConsumeVarint(ps)
+					if l < 0 {
+						break
+					}
+					rejected = int(min(v, 1<<31))
+				}
+				l := protowire.ConsumeFieldValue(pn, pt, ps)
+				if l < 0 {
+					break
+				}
+				ps = ps[l:]
+			}
+			resp = resp[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, resp)
+		if m < 0 {
+			return rejected
+		}
+		resp = resp[m:]
+	}
+	return rejected
 }

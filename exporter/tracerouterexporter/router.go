@@ -7,7 +7,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -62,22 +61,7 @@ type backend struct {
 	endpoint string
 	conn     *grpc.ClientConn
 	attrs    metric.MeasurementOption
-	// heldUntil (Unix ns): after a failed send, the receiver's rounds give
-	// this sampler's parts back without sending them until then (holdOff).
-	heldUntil atomic.Int64
 }
-
-// holdOff is how long the trace_router receiver's rounds send a sampler
-// nothing after it failed a send: its parts go down the pipeline to the
-// exporter's queue, whose retries back off as contrib's load_balancing
-// does. memory_limiter re-checks its memory once a second (check_interval
-// in the shipped configs); without the pause a refusing sampler was sent
-// every round's fresh spans, twice contrib's refused volume in the
-// overload test, and its resident memory grew past its limit.
-const holdOff = time.Second
-
-// errHeldOff: a part not sent because its sampler is held off.
-var errHeldOff = errors.New("held off after a failed send")
 
 const (
 	invalidZeroTraceID = iota
@@ -186,7 +170,9 @@ func withPort(ep string) string {
 	return net.JoinHostPort(ring.Host(ep), defaultPort)
 }
 
-// push routes td: the exporter's path, after the pipeline decoded it.
+// push routes td: the exporter's path, after the pipeline decoded it. Its
+// parts go to their samplers at once; what a sampler did not take goes
+// back to the queue, whose retries (retry_on_failure) pace it.
 func (r *router) push(ctx context.Context, td ptrace.Traces) error {
 	sp := r.newSplit()
 	if err := sp.idx.Marshal(td); err != nil {
@@ -200,36 +186,76 @@ func (r *router) push(ctx context.Context, td ptrace.Traces) error {
 	case err != nil:
 		return consumererror.NewPermanent(fmt.Errorf("cannot route the request's encoding: %w", err))
 	}
-	// The queue's retries are paced by retry_on_failure: no hold-off.
-	out := r.sendAll(ctx, []traceroute.Split{sp}, false)
-	if out.Failed == (ptrace.Traces{}) {
+	parts := r.Encode([]traceroute.Split{sp})
+	results := make([]traceroute.SendResult, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = r.Send(ctx, p)
+		}()
+	}
+	wg.Wait()
+	var failed ptrace.Traces
+	var errs []error
+	for i, p := range parts {
+		if results[i].Err == nil {
+			r.Recycle(p)
+			continue
+		}
+		errs = append(errs, fmt.Errorf("sampler %s: %w", p.Sampler, results[i].Err))
+		// A part cut from pdata's own encoding always decodes.
+		back, _ := r.GiveBack(p)
+		if failed == (ptrace.Traces{}) {
+			failed = back
+		} else {
+			back.ResourceSpans().MoveAndAppendTo(failed.ResourceSpans())
+		}
+	}
+	if len(errs) == 0 {
 		return nil
 	}
-	return consumererror.NewTraces(out.Err, out.Failed)
+	r.tel.Rerouted.Add(ctx, int64(failed.SpanCount()))
+	return consumererror.NewTraces(errors.Join(errs...), failed)
 }
 
-// Split indexes a request's encoding as received, before anything decodes
-// it, and splits it by trace ID on the ring as it is now: the
-// trace_router receiver's path. Nothing is sent until SendAll.
-func (r *router) Split(req []byte) (traceroute.Split, error) {
+// Split checks a request's encoding as received as pdata's decoder would,
+// indexes it before anything decodes it, and splits it by trace ID on the
+// ring as it is now: the trace_router receiver's path. Nothing is sent
+// until Encode and Send.
+func (r *router) Split(req []byte, maxRecords int) (traceroute.Split, error) {
 	sp := r.newSplit()
-	if err := sp.idx.Parse(req); err != nil {
+	lim := otlpwire.Limits{MaxRecords: maxRecords, MaxSpanBytes: r.cfg.Protocol.OTLP.MaxRequestBytes}
+	switch err := sp.idx.ParseChecked(req, lim); {
+	case errors.Is(err, otlpwire.ErrInvalid):
+		sp.release()
+		return nil, fmt.Errorf("%w: %w", traceroute.ErrInvalid, err)
+	case errors.Is(err, otlpwire.ErrTooLarge):
+		sp.release()
+		return nil, fmt.Errorf("%w: %w", traceroute.ErrTooLarge, err)
+	case err != nil:
 		sp.release()
 		return nil, traceroute.ErrNotIndexed
+	}
+	if sp.idx.NumSpans() == 0 {
+		sp.release()
+		return nil, traceroute.ErrNoSpans
 	}
 	switch err := sp.split(context.Background()); {
 	case errors.Is(err, traceroute.ErrNoRoute):
 		return nil, err
+	case errors.Is(err, errPartTooLarge):
+		return nil, fmt.Errorf("%w: %w", traceroute.ErrTooLarge, err)
 	case err != nil:
-		// A trace_id of another length than 16: decoding says what it is.
 		return nil, traceroute.ErrNotIndexed
 	}
 	return sp, nil
 }
 
 // split is one request, indexed, and its spans per sampler of the ring
-// it was split on; it holds a pooled index until SendAll (or a failed split)
-// releases it.
+// it was split on; it holds a pooled index until Encode (or a failed
+// split) releases it.
 type split struct {
 	r     *router
 	idx   *otlpwire.Index
@@ -241,9 +267,15 @@ func (r *router) newSplit() *split {
 	return &split{r: r, idx: r.indexes.Get().(*otlpwire.Index)}
 }
 
+// maxPooledIndex is the largest index kept for reuse: one built for a
+// rare huge request is let go rather than held by the pool.
+const maxPooledIndex = 4 << 20
+
 func (sp *split) release() {
 	sp.idx.Reset()
-	sp.r.indexes.Put(sp.idx)
+	if sp.idx.MemoryBytes() <= maxPooledIndex {
+		sp.r.indexes.Put(sp.idx)
+	}
 	sp.idx = nil
 }
 
@@ -256,7 +288,7 @@ func (sp *split) split(ctx context.Context) error {
 		return traceroute.ErrNoRoute
 	}
 	var err error
-	if sp.parts, err = splitIndex(sp.idx, sp.rt.ring); err != nil {
+	if sp.parts, err = splitIndex(sp.idx, sp.rt.ring, sp.r.cfg.Protocol.OTLP.MaxRequestBytes); err != nil {
 		sp.release()
 		return err
 	}
@@ -279,20 +311,15 @@ func (sp *split) Spans() int {
 // Dropped is how many spans had a zero trace ID.
 func (sp *split) Dropped() int { return sp.parts.zero }
 
-// SendAll sends the splits' parts, each sampler one request holding its
-// parts of all of them (the concatenation of encoded TracesData is one
-// TracesData), the samplers at once, and releases the splits. Merging keeps
-// what a sampler receives in few, large requests, as the exporter's queue
-// merges them; splits made on different rings (the ring changed between
-// them) are sent apart. A sampler held off after a failed send (holdOff)
-// is not sent to: its parts are in Failed.
-func (r *router) SendAll(ctx context.Context, splits []traceroute.Split) traceroute.Outcome {
-	return r.sendAll(ctx, splits, true)
-}
+// MemoryBytes is what the split holds besides the request's bytes.
+func (sp *split) MemoryBytes() int { return sp.idx.MemoryBytes() + 16*len(sp.parts.first) }
 
-func (r *router) sendAll(ctx context.Context, splits []traceroute.Split, holding bool) traceroute.Outcome {
-	var out traceroute.Outcome
-	var errs []error
+// Encode assembles the splits' parts: for each sampler, its records of
+// every split (encoded TracesData concatenate into one), cut into
+// requests of at most max_request_bytes, and releases the splits. Splits
+// made on different rings (the ring changed between them) go apart.
+func (r *router) Encode(splits []traceroute.Split) []*traceroute.Part {
+	var out []*traceroute.Part
 	for len(splits) > 0 {
 		rt := splits[0].(*split).rt
 		group, rest := splits[:0:0], splits[:0:0]
@@ -303,118 +330,126 @@ func (r *router) sendAll(ctx context.Context, splits []traceroute.Split, holding
 				rest = append(rest, s)
 			}
 		}
-		o := r.sendGroup(ctx, rt, group, holding)
-		out.Sent += o.Sent
-		if o.Err != nil {
-			errs = append(errs, o.Err)
-			if out.Failed == (ptrace.Traces{}) {
-				out.Failed = o.Failed
-			} else {
-				o.Failed.ResourceSpans().MoveAndAppendTo(out.Failed.ResourceSpans())
-			}
-		}
+		out = r.encodeGroup(out, rt, group)
 		splits = rest
 	}
-	out.Err = errors.Join(errs...)
 	return out
 }
 
-// sendGroup sends splits made on one ring: one request per sampler;
-// holding: skip samplers held off, and hold off the ones that fail.
-func (r *router) sendGroup(ctx context.Context, rt *routes, group []traceroute.Split, holding bool) traceroute.Outcome {
-	defer func() {
-		for _, s := range group {
-			s.(*split).release()
-		}
-	}()
-	var (
-		mu   sync.Mutex
-		out  traceroute.Outcome
-		errs []error
-		wg   sync.WaitGroup
-	)
-	sendPart := func(e int) {
-		b := rt.backends[e]
-		bp := r.buffers.Get().(*[]byte)
-		buf, spans := (*bp)[:0], 0
+func (r *router) encodeGroup(out []*traceroute.Part, rt *routes, group []traceroute.Split) []*traceroute.Part {
+	maxBytes := r.cfg.Protocol.OTLP.MaxRequestBytes
+	for e, b := range rt.backends {
+		var p *traceroute.Part
 		for _, s := range group {
 			sp := s.(*split)
-			if first := sp.parts.first[e]; first >= 0 {
-				buf = sp.idx.AppendEncoding(buf, first)
-				spans += sp.parts.spans[e]
+			first := sp.parts.first[e]
+			if first < 0 {
+				continue
+			}
+			firsts := []int32{first}
+			if len(sp.idx.Bytes()) > maxBytes {
+				firsts = sp.idx.Cut(first, maxBytes)
+			}
+			for _, f := range firsts {
+				size := sp.idx.EncodedSize(f)
+				if p != nil && len(p.Bytes)+size > maxBytes {
+					out = append(out, p)
+					p = nil
+				}
+				if p == nil {
+					p = &traceroute.Part{Sampler: b.endpoint, Backend: b, Bytes: r.buffer(min(size, maxBytes))}
+				}
+				p.Bytes = sp.idx.AppendEncoding(p.Bytes, f)
+				p.Spans += sp.idx.ChainSpans(f)
+				p.Ends = append(p.Ends, len(p.Bytes))
 			}
 		}
-		var err error
-		if holding && time.Now().UnixNano() < b.heldUntil.Load() {
-			err = errHeldOff
-		} else if err = r.send(ctx, b, buf); err != nil {
-			r.tel.SendFailed.Add(ctx, int64(spans), b.attrs)
-			if holding {
-				b.heldUntil.Store(time.Now().Add(holdOff).UnixNano())
-			}
+		if p != nil {
+			out = append(out, p)
 		}
-		mu.Lock()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sampler %s: %w", b.endpoint, err))
-			out.Failed = r.giveBack(out.Failed, buf)
-		} else {
-			out.Sent += spans
-			r.tel.Spans.Add(ctx, int64(spans), b.attrs)
-			r.tel.Bytes.Add(ctx, int64(len(buf)), b.attrs)
-		}
-		mu.Unlock()
-		*bp = buf[:0]
-		r.buffers.Put(bp)
 	}
-	last := -1
-	for e := range rt.backends {
-		has := false
-		for _, s := range group {
-			has = has || s.(*split).parts.first[e] >= 0
-		}
-		if !has {
-			continue
-		}
-		if last >= 0 {
-			wg.Add(1)
-			go func(e int) {
-				defer wg.Done()
-				sendPart(e)
-			}(last)
-		}
-		last = e
-	}
-	if last >= 0 {
-		sendPart(last)
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		out.Err = errors.Join(errs...)
-		r.tel.Rerouted.Add(ctx, int64(out.Failed.SpanCount()))
+	for _, s := range group {
+		s.(*split).release()
 	}
 	return out
 }
 
-// giveBack adds a part a sampler did not take to what goes back to the
-// queue (decoded: the queue holds pdata).
-func (r *router) giveBack(failed ptrace.Traces, part []byte) ptrace.Traces {
-	var u ptrace.ProtoUnmarshaler
-	td, err := u.UnmarshalTraces(part)
+// buffer is an empty buffer for a part, from the pool when one is there.
+func (r *router) buffer(size int) []byte {
+	if bp, ok := r.buffers.Get().(*[]byte); ok && bp != nil {
+		return (*bp)[:0]
+	}
+	return make([]byte, 0, size)
+}
+
+// Recycle returns a part's buffer to the pool. Only after a send that was
+// answered: after a failed or timed-out one the transport may still be
+// writing it.
+func (r *router) Recycle(p *traceroute.Part) {
+	if cap(p.Bytes) <= r.cfg.Protocol.OTLP.MaxRequestBytes {
+		b := p.Bytes[:0]
+		r.buffers.Put(&b)
+	}
+	p.Bytes = nil
+}
+
+// Send sends one part to its sampler and counts it.
+func (r *router) Send(ctx context.Context, p *traceroute.Part) traceroute.SendResult {
+	b := p.Backend.(*backend)
+	rejected, err := r.send(ctx, b, p.Bytes)
 	if err != nil {
-		// It was cut from pdata's own encoding: cannot happen.
-		r.logger.Error("cannot decode a part to return to the queue", zap.Error(err))
-		return failed
+		r.tel.SendFailed.Add(ctx, int64(p.Spans), b.attrs)
+		return traceroute.SendResult{Err: err}
 	}
-	if failed == (ptrace.Traces{}) {
-		return td
+	if rejected > 0 {
+		r.tel.Rejected.Add(ctx, int64(rejected), b.attrs)
 	}
-	td.ResourceSpans().MoveAndAppendTo(failed.ResourceSpans())
-	return failed
+	r.tel.Spans.Add(ctx, int64(p.Spans-rejected), b.attrs)
+	r.tel.Bytes.Add(ctx, int64(len(p.Bytes)), b.attrs)
+	return traceroute.SendResult{Rejected: rejected}
+}
+
+// GiveBack decodes a part a sampler did not take, for the pipeline. A
+// part cut from requests the check took always decodes; should it not,
+// each original request's records are decoded apart, so that only a bad
+// request is lost, and counted.
+func (r *router) GiveBack(p *traceroute.Part) (ptrace.Traces, int) {
+	var u ptrace.ProtoUnmarshaler
+	if td, err := u.UnmarshalTraces(p.Bytes); err == nil {
+		return td, 0
+	}
+	out, lost, from := ptrace.NewTraces(), 0, 0
+	for _, end := range p.Ends {
+		td, err := u.UnmarshalTraces(p.Bytes[from:end])
+		if err != nil {
+			n := countSpans(p.Bytes[from:end])
+			lost += n
+			r.tel.Undecodable.Add(context.Background(), int64(n))
+			r.logger.Error("a part of one request a sampler did not take does not decode; its spans are dropped", zap.Int("spans", n), zap.Error(err))
+		} else {
+			td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
+		}
+		from = end
+	}
+	return out, lost
+}
+
+// countSpans counts the span records of an encoding that may not decode.
+func countSpans(b []byte) int {
+	var idx otlpwire.Index
+	if idx.Parse(b) != nil {
+		return 0
+	}
+	return idx.NumSpans()
 }
 
 func (r *router) capabilities() consumer.Capabilities {
 	return consumer.Capabilities{MutatesData: false}
 }
+
+// errPartTooLarge: a span with its resource and scope is larger than a
+// request to a sampler may be.
+var errPartTooLarge = errors.New("a span with its resource and scope is larger than max_request_bytes")
 
 // parts are a request's spans per ring member: the first of each member's
 // chain in the index (-1: none) and how many; zero counts the spans with a
@@ -429,7 +464,7 @@ type parts struct {
 // ring member its trace ID belongs to, reading trace IDs from the encoding;
 // idx.AppendEncoding(first[e]) is then member e's request. A ResourceSpans
 // whose spans all go to one member is copied as one record.
-func splitIndex(idx *otlpwire.Index, rg *ring.Ring) (parts, error) {
+func splitIndex(idx *otlpwire.Index, rg *ring.Ring, maxPartBytes int) (parts, error) {
 	n := rg.Size()
 	p := parts{first: make([]int32, n), spans: make([]int, n)}
 	last := make([]int32, n)
@@ -441,6 +476,9 @@ func splitIndex(idx *otlpwire.Index, rg *ring.Ring) (parts, error) {
 		one, owner := true, -1
 		for j := firstSS; j < firstSS+numSS; j++ {
 			at, numSpans := idx.Spans(j)
+			if numSpans > 0 && idx.LargestPart(j) > maxPartBytes {
+				return p, errPartTooLarge
+			}
 			if numSpans == 0 {
 				one = false // copied whole, it would carry an empty scope
 			}

@@ -2,6 +2,7 @@ package tracerouterexporter
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -163,7 +164,7 @@ func TestSplitAsReceivedEqualsAPdataSplit(t *testing.T) {
 // a zero trace ID.
 func requirePartsMatchPdata(t *testing.T, idx *otlpwire.Index, td ptrace.Traces, rg *ring.Ring, asPdata func([]byte) []byte, label string) {
 	t.Helper()
-	p, err := splitIndex(idx, rg)
+	p, err := splitIndex(idx, rg, 1<<30)
 	require.NoError(t, err, label)
 	var m ptrace.ProtoMarshaler
 	want := pdataSplit(td, rg)
@@ -184,10 +185,11 @@ func requirePartsMatchPdata(t *testing.T, idx *otlpwire.Index, td ptrace.Traces,
 }
 
 // Whatever bytes arrive, splitting them as received never panics; when
-// the split takes them, every span lands in exactly one part or is counted,
-// each part holds only its member's traces, and the request decodes
-// (pdata would have taken it). A request the split refuses is one the
-// receiver decodes instead: nothing is lost either way.
+// the check takes them, pdata decodes them too, every span lands in
+// exactly one part or is counted, and each part holds only its member's
+// traces and decodes. A request the check refuses as invalid is one pdata
+// refuses; one it does not judge is decoded by the receiver instead:
+// nothing is lost either way.
 func FuzzSplit(f *testing.F) {
 	rnd := rand.New(rand.NewPCG(7, 7))
 	var m ptrace.ProtoMarshaler
@@ -236,26 +238,23 @@ func TestSplitSurvivesCorruptedRequests(t *testing.T) {
 }
 
 // checkSplitAsReceived splits data as the receiver would: no panic; when
-// the split takes it and pdata decodes it, every span is in exactly one
-// part or counted, and each part holds only its member's traces.
+// the check takes it, pdata decodes it, every span is in exactly one part
+// or counted, and each part decodes and holds only its member's traces.
 // It says whether data went through every check.
 func checkSplitAsReceived(t *testing.T, rg *ring.Ring, data []byte) bool {
 	var idx otlpwire.Index
-	if idx.Parse(data) != nil {
-		return false
-	}
-	p, err := splitIndex(&idx, rg)
-	if err != nil {
-		return false // the receiver decodes it instead; no panic
-	}
 	var u ptrace.ProtoUnmarshaler
-	td, err := u.UnmarshalTraces(data)
+	td, derr := u.UnmarshalTraces(data)
+	err := idx.ParseChecked(data, otlpwire.Limits{MaxRecords: 1 << 20, MaxSpanBytes: 1 << 30})
+	if errors.Is(err, otlpwire.ErrInvalid) {
+		require.Error(t, derr, "the check refused a request pdata decodes: %v", err)
+	}
 	if err != nil {
-		// Wire-valid but not OTLP (a field of the wrong type deep in a
-		// span): the parts are what the samplers' decoders refuse, as
-		// the whole would have been refused.
 		return false
 	}
+	require.NoError(t, derr, "the check took a request pdata refuses")
+	p, err := splitIndex(&idx, rg, 1<<30)
+	require.NoError(t, err)
 	total := p.zero
 	for e, first := range p.first {
 		if first < 0 {

@@ -2,6 +2,8 @@ package otlpwire // import "github.com/otelcol-cost/otelcol-cost/internal/otlpwi
 
 import (
 	"errors"
+	"fmt"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -23,7 +25,23 @@ type Index struct {
 	rs    []rsRecord
 	ss    []ssRecord
 	spans []spanRecord
+	// limits is set while ParseChecked indexes a peer's request.
+	limits *Limits
 }
+
+// Limits are what ParseChecked takes from a peer.
+type Limits struct {
+	// MaxRecords bounds the ResourceSpans, ScopeSpans and spans of one
+	// request, and so the index's memory (a flood of empty records
+	// would otherwise index to many times the request's size).
+	MaxRecords int
+	// MaxSpanBytes bounds one span's record: no request to a sampler
+	// could hold a larger one.
+	MaxSpanBytes int
+}
+
+// ErrTooLarge: the request is over a limit of ParseChecked.
+var ErrTooLarge = errors.New("request over the router's limits")
 
 // Range is a byte range of an encoding.
 type Range struct{ From, To int }
@@ -46,6 +64,8 @@ type ssRecord struct {
 	rs         int32
 	firstSpan  int
 	numSpans   int
+	// largestSpan is its largest span record's size.
+	largestSpan int
 }
 
 type spanRecord struct {
@@ -79,8 +99,25 @@ func (w *Index) Parse(buf []byte) error {
 	return w.index()
 }
 
+// ParseChecked indexes buf, a peer's request, and checks it as pdata
+// would decode it (ErrInvalid: pdata would refuse it; ErrUnsupported: only
+// decoding can tell) and against lim (ErrTooLarge). Only requests that
+// pdata decodes are indexed: a part cut from one always decodes.
+func (w *Index) ParseChecked(buf []byte, lim Limits) error {
+	w.buf, w.limits = buf, &lim
+	defer func() { w.limits = nil }()
+	return w.index()
+}
+
 // Reset lets the encoding go; the index's room is kept for the next one.
 func (w *Index) Reset() { w.buf = nil }
+
+// MemoryBytes is what the index's records take (their room, kept between
+// requests when pooled).
+func (w *Index) MemoryBytes() int {
+	return cap(w.rs)*int(unsafe.Sizeof(rsRecord{})) + cap(w.ss)*int(unsafe.Sizeof(ssRecord{})) +
+		cap(w.spans)*int(unsafe.Sizeof(spanRecord{}))
+}
 
 // Bytes is the indexed encoding.
 func (w *Index) Bytes() []byte { return w.buf }
@@ -106,6 +143,9 @@ func (w *Index) Link(last, next int32) { w.spans[last].next = next }
 func (w *Index) index() error {
 	w.rs, w.ss, w.spans = w.rs[:0], w.ss[:0], w.spans[:0]
 	for pos := 0; pos < len(w.buf); {
+		if err := w.checkOther(pos, len(w.buf), &tracesData); err != nil {
+			return err
+		}
 		num, typ, body, end := w.field(pos, len(w.buf))
 		if end < 0 {
 			return ErrUnexpectedEncoding
@@ -120,32 +160,81 @@ func (w *Index) index() error {
 	return nil
 }
 
+// checkOther checks, when parsing checked, the field at pos of a message m
+// whose body ends at limit (of a child record, which the walk goes into,
+// only its wire type and length).
+func (w *Index) checkOther(pos, limit int, m *message) error {
+	if w.limits == nil {
+		return nil
+	}
+	_, err := checkField(w.buf[:limit], pos, m, 0)
+	return err
+}
+
+// checkRecords checks, when parsing checked, that the records so far are
+// within the limits.
+func (w *Index) checkRecords() error {
+	if w.limits == nil {
+		return nil
+	}
+	if len(w.rs)+len(w.ss)+len(w.spans) > w.limits.MaxRecords {
+		return fmt.Errorf("%w: more than %d ResourceSpans, ScopeSpans and spans in one request", ErrTooLarge, w.limits.MaxRecords)
+	}
+	return nil
+}
+
+// checkSpan checks, when parsing checked, the span record buf[from:to]
+// whose body starts at body: its size, and that pdata decodes it.
+func (w *Index) checkSpan(from, body, to int) error {
+	if w.limits == nil {
+		return nil
+	}
+	if to-from > w.limits.MaxSpanBytes {
+		return fmt.Errorf("%w: a span of %d bytes, over the %d bytes a request to a sampler may hold", ErrTooLarge, to-from, w.limits.MaxSpanBytes)
+	}
+	return checkMessage(w.buf[:to], body, &spanMsg, 0)
+}
+
 func (w *Index) indexResourceSpans(from, body, to int) error {
 	rs := rsRecord{record: Range{from, to}, firstSS: len(w.ss)}
 	var err error
-	rs.head, rs.tail, err = w.children(body, to, scopeSpansField, func(_, body, to int) error {
+	rs.head, rs.tail, err = w.children(body, to, scopeSpansField, &resourceHeadMsg, func(_, body, to int) error {
 		ss := ssRecord{rs: int32(len(w.rs)), firstSpan: len(w.spans)}
 		var err error
-		ss.head, ss.tail, err = w.children(body, to, spansField, func(from, _, to int) error {
+		ss.head, ss.tail, err = w.children(body, to, spansField, &scopeSpansHeadMsg, func(from, body, to int) error {
+			if err := w.checkSpan(from, body, to); err != nil {
+				return err
+			}
 			w.spans = append(w.spans, spanRecord{Range: Range{from, to}, ss: int32(len(w.ss)), next: -1})
-			return nil
+			ss.largestSpan = max(ss.largestSpan, to-from)
+			return w.checkRecords()
 		})
 		ss.numSpans = len(w.spans) - ss.firstSpan
 		w.ss = append(w.ss, ss)
-		return err
+		if err != nil {
+			return err
+		}
+		return w.checkRecords()
 	})
 	rs.numSS = len(w.ss) - rs.firstSS
 	w.rs = append(w.rs, rs)
-	return err
+	if err != nil {
+		return err
+	}
+	return w.checkRecords()
 }
 
 // children calls child for each record of field n in the message body
 // buf[from:to]; head and tail are the body's other fields, before and after
-// those records (pdata writes them so: never between).
-func (w *Index) children(from, to int, n protowire.Number, child func(from, body, to int) error) (head, tail Range, err error) {
+// those records (pdata writes them so: never between). When parsing
+// checked, the other fields are checked as fields of m.
+func (w *Index) children(from, to int, n protowire.Number, m *message, child func(from, body, to int) error) (head, tail Range, err error) {
 	head, tail = Range{from, to}, Range{to, to}
 	seen, otherAfter := false, false
 	for pos := from; pos < to; {
+		if err := w.checkOther(pos, to, m); err != nil {
+			return head, tail, err
+		}
 		num, typ, body, end := w.field(pos, to)
 		if end < 0 {
 			return head, tail, ErrUnexpectedEncoding
@@ -280,6 +369,58 @@ func (w *Index) skipResourceSpans(s int32) int32 {
 		s = w.spans[s].next
 	}
 	return s
+}
+
+// LargestPart bounds from above the encoding of the smallest subset that
+// holds ScopeSpans ss's largest span: that span with its resource and
+// scope.
+func (w *Index) LargestPart(ss int) int {
+	const header = 6 // a tag and a 5-byte length
+	r := &w.ss[ss]
+	rs := &w.rs[r.rs]
+	return r.largestSpan + r.head.Len() + r.tail.Len() + rs.head.Len() + rs.tail.Len() + 2*header
+}
+
+// ChainSpans is how many spans the subset whose first span is first has.
+func (w *Index) ChainSpans(first int32) int {
+	n := 0
+	for s := first; s >= 0; s = w.spans[s].next {
+		n++
+	}
+	return n
+}
+
+// Cut breaks the subset whose first span is first into subsets whose
+// encodings are each at most maxBytes (a span that alone is larger makes a
+// subset alone), and returns their first spans. Sizes are bounded from
+// above: the records, and their ResourceSpans' and ScopeSpans' fields with
+// the longest header each.
+func (w *Index) Cut(first int32, maxBytes int) []int32 {
+	firsts := []int32{first}
+	const header = 6 // a tag and a 5-byte length
+	size, rs, ss := 0, int32(-1), int32(-1)
+	for s, prev := first, int32(-1); s >= 0; prev, s = s, w.spans[s].next {
+		add := w.spans[s].Len()
+		if r := w.rsOf(s); r != rs {
+			add += w.rs[r].head.Len() + w.rs[r].tail.Len() + header
+		}
+		if w.spans[s].ss != ss {
+			add += w.ss[w.spans[s].ss].head.Len() + w.ss[w.spans[s].ss].tail.Len() + header
+		}
+		if prev >= 0 && size+add > maxBytes {
+			if r := w.rsOf(s); r == rs {
+				w.rs[r].whole = false // its spans are now in two subsets
+			}
+			w.spans[prev].next = -1
+			firsts = append(firsts, s)
+			size, rs, ss = 0, -1, -1
+			add = w.spans[s].Len() + w.rs[w.rsOf(s)].head.Len() + w.rs[w.rsOf(s)].tail.Len() + header +
+				w.ss[w.spans[s].ss].head.Len() + w.ss[w.spans[s].ss].tail.Len() + header
+		}
+		size += add
+		rs, ss = w.rsOf(s), w.spans[s].ss
+	}
+	return firsts
 }
 
 // spanTraceIDField is Span.trace_id.

@@ -19,45 +19,81 @@ import (
 )
 
 // Router routes an encoded OTLP trace request (an ExportTraceServiceRequest,
-// or a TracesData: the same encoding) to the samplers.
+// or a TracesData: the same encoding) to the samplers. The receiver owns
+// when and how often parts are sent (its rounds and per-sampler senders);
+// the router owns what a part holds and how it reaches its sampler.
 type Router interface {
-	// Split indexes req and splits it by trace ID on the ring as it is
-	// now; nothing is sent yet. An error means nothing will be
-	// (ErrNotIndexed, ErrNoRoute): the caller decodes req and sends it
-	// through the pipeline. req must stay unchanged until it is sent.
-	Split(req []byte) (Split, error)
-	// SendAll sends the parts of splits this router made, each sampler
-	// one request holding its parts of all of them, once; Sent + the spans
-	// of Failed is the splits' Spans().
-	SendAll(ctx context.Context, splits []Split) Outcome
+	// Split checks req as the collector's decoder would, indexes it and
+	// splits it by trace ID on the ring as it is now; nothing is sent
+	// yet. ErrInvalid and ErrTooLarge: the request is refused, nothing
+	// taken. ErrNotIndexed and ErrNoRoute: the caller decodes req and
+	// sends it through the pipeline. req must stay unchanged until the
+	// split is encoded.
+	Split(req []byte, maxRecords int) (Split, error)
+	// Encode cuts the splits' spans into requests to their samplers,
+	// each at most the samplers' request size, and releases the splits:
+	// their requests' bytes are no longer read.
+	Encode(splits []Split) []*Part
+	// Send sends part to its sampler once; Rejected counts the spans the
+	// sampler's answer reported rejected (partial success: not to be
+	// sent again).
+	Send(ctx context.Context, part *Part) SendResult
+	// GiveBack decodes a part its sampler did not take, for the pipeline
+	// (whose queue routes it again). A part that does not decode whole is
+	// decoded per original request: Lost counts the spans of those that
+	// do not decode.
+	GiveBack(part *Part) (td ptrace.Traces, lost int)
+	// Recycle lets the router reuse a part's buffer: only once the
+	// transport is done with it (after a send that was answered).
+	Recycle(part *Part)
 }
 
-// Split is a request split by trace ID, waiting to be sent.
+// Split is a request split by trace ID, waiting to be encoded.
 type Split interface {
 	// Spans is how many spans its parts hold.
 	Spans() int
 	// Dropped is how many spans had no trace ID to route by (counted by
 	// the router, in no part).
 	Dropped() int
+	// MemoryBytes is what its index holds besides the request's bytes.
+	MemoryBytes() int
 }
 
-// Outcome is what became of a split's spans.
-type Outcome struct {
-	// Sent is how many spans samplers took.
-	Sent int
-	// Failed holds the spans whose sampler did not take them, decoded, for
-	// the pipeline's queue to route again; the zero value when none.
-	Failed ptrace.Traces
-	// Err says why they failed.
+// Part is one request to one sampler.
+type Part struct {
+	// Sampler is the endpoint it goes to.
+	Sampler string
+	// Bytes is its encoding.
+	Bytes []byte
+	// Spans is how many spans it holds.
+	Spans int
+	// Ends are where each original request's records end in Bytes.
+	Ends []int
+	// Backend is the router's handle on the sampler's connection.
+	Backend any
+}
+
+// SendResult is what became of one send.
+type SendResult struct {
+	// Rejected is how many spans the sampler took but reported rejected.
+	Rejected int
+	// Err: the sampler did not take the part.
 	Err error
 }
 
 var (
 	// ErrNotIndexed: the request is not laid out as the wire split reads
-	// it (or is malformed); decoding it tells which.
+	// it; decoding it tells whether it is OTLP.
 	ErrNotIndexed = errors.New("the request's encoding cannot be split at the wire level")
 	// ErrNoRoute: no sampler is known yet.
 	ErrNoRoute = errors.New("no sampler to route to yet")
+	// ErrInvalid: the collector's decoder would refuse the request.
+	ErrInvalid = errors.New("not a valid OTLP trace request")
+	// ErrTooLarge: the request is over a limit (records per request, a
+	// span larger than a request to a sampler may be).
+	ErrTooLarge = errors.New("request over the router's limits")
+	// ErrNoSpans: the request holds no span.
+	ErrNoSpans = errors.New("the request holds no span")
 )
 
 var registry = struct {

@@ -17,13 +17,22 @@ type Config struct {
 	// Exporter is the trace_router exporter that routes what this receiver
 	// takes (its ring, connections and compression).
 	Exporter component.ID `mapstructure:"exporter"`
-	// MaxInflightBytes bounds the bytes held for requests taken and not yet
-	// sent or handed on (each counts its size and requestOverhead); a
-	// request past it is refused with a retryable error.
+	// MaxInflightBytes bounds what the receiver holds: requests taken and
+	// their indexes, the parts encoded from them until sent, and parts
+	// being handed to the pipeline (decoded). A request past it is refused
+	// with a retryable error.
 	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
-	// NumWorkers is how many requests' parts are sent at once; the others
-	// wait, held in max_inflight_bytes.
+	// MaxRecordsPerRequest bounds a request's ResourceSpans, ScopeSpans
+	// and spans, and with them its index; a request over it is refused as
+	// invalid (the client must send smaller ones).
+	MaxRecordsPerRequest int `mapstructure:"max_records_per_request"`
+	// NumWorkers is how many sends each sampler has at once; its other
+	// parts wait in its queue.
 	NumWorkers int `mapstructure:"num_workers"`
+	// SamplerQueueSize is how many parts wait per sampler; past it (a
+	// slow sampler) a part goes down the pipeline to the exporter's queue
+	// instead of waiting for it.
+	SamplerQueueSize int `mapstructure:"sampler_queue_size"`
 	// Batch merges the requests taken into rounds of sends: each sampler
 	// gets one request per round, holding its parts of all of them.
 	Batch BatchConfig `mapstructure:"batch"`
@@ -37,6 +46,9 @@ type BatchConfig struct {
 	FlushTimeout time.Duration `mapstructure:"flush_timeout"`
 	MinSize      int           `mapstructure:"min_size"`
 	MaxSize      int           `mapstructure:"max_size"`
+	// MaxOpenRounds bounds the rounds being formed at once: one per
+	// distinct client metadata (tenant); past it the oldest goes early.
+	MaxOpenRounds int `mapstructure:"max_open_rounds"`
 }
 
 // Protocols are the servers the receiver runs.
@@ -70,8 +82,30 @@ func (c *Config) Validate() error {
 	if c.Batch.MaxSize < c.Batch.MinSize {
 		errs = append(errs, fmt.Errorf("batch.max_size: must be ≥ batch.min_size (%d), got %d", c.Batch.MinSize, c.Batch.MaxSize))
 	}
-	if c.MaxInflightBytes < 1 {
-		errs = append(errs, fmt.Errorf("max_inflight_bytes: must be ≥ 1, got %d", c.MaxInflightBytes))
+	if c.Batch.MaxOpenRounds < 1 {
+		errs = append(errs, fmt.Errorf("batch.max_open_rounds: must be ≥ 1, got %d", c.Batch.MaxOpenRounds))
+	}
+	if c.SamplerQueueSize < 1 {
+		errs = append(errs, fmt.Errorf("sampler_queue_size: must be ≥ 1, got %d", c.SamplerQueueSize))
+	}
+	if c.MaxRecordsPerRequest < 1 {
+		errs = append(errs, fmt.Errorf("max_records_per_request: must be ≥ 1, got %d", c.MaxRecordsPerRequest))
+	}
+	// The largest request gRPC takes must fit, or it is refused forever.
+	if largest := c.largestRequest(); c.MaxInflightBytes < largest {
+		errs = append(errs, fmt.Errorf("max_inflight_bytes: must be ≥ the largest request protocols.grpc takes (max_recv_msg_size_mib) and its overhead, %d, got %d", largest, c.MaxInflightBytes))
 	}
 	return errors.Join(errs...)
+}
+
+// grpcDefaultMaxRecvMsgSize is gRPC's, when max_recv_msg_size_mib is 0.
+const grpcDefaultMaxRecvMsgSize = 4 << 20
+
+// largestRequest is what the largest request gRPC takes is charged.
+func (c *Config) largestRequest() int64 {
+	size := int64(grpcDefaultMaxRecvMsgSize)
+	if mib := c.Protocols.GRPC.MaxRecvMsgSizeMiB; mib > 0 {
+		size = int64(mib) << 20
+	}
+	return size + requestOverhead
 }

@@ -28,9 +28,11 @@ func TestLoadConfig(t *testing.T) {
 	named := loadConfig(t, "named")
 	require.NoError(t, confmap.Validate(named))
 	assert.Equal(t, component.MustNewIDWithName("trace_router", "samplers"), named.Exporter)
-	assert.Equal(t, int64(1<<20), named.MaxInflightBytes)
+	assert.Equal(t, int64(32<<20), named.MaxInflightBytes)
+	assert.Equal(t, 10000, named.MaxRecordsPerRequest)
 	assert.Equal(t, 2, named.NumWorkers)
-	assert.Equal(t, BatchConfig{FlushTimeout: 50 * time.Millisecond, MinSize: 1000, MaxSize: 2000}, named.Batch)
+	assert.Equal(t, 4, named.SamplerQueueSize)
+	assert.Equal(t, BatchConfig{FlushTimeout: 50 * time.Millisecond, MinSize: 1000, MaxSize: 2000, MaxOpenRounds: 8}, named.Batch)
 	assert.Equal(t, 16, named.Protocols.GRPC.MaxRecvMsgSizeMiB)
 }
 
@@ -41,7 +43,10 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		"protocols.grpc.endpoint: required",
 		"protocols.http: not supported",
 		`exporter: must name a trace_router exporter (trace_router or trace_router/NAME), got "otlp"`,
-		"max_inflight_bytes: must be ≥ 1, got 0",
+		"max_inflight_bytes: must be ≥ the largest request protocols.grpc takes (max_recv_msg_size_mib) and its overhead, 4198400, got 0",
+		"max_records_per_request: must be ≥ 1, got 0",
+		"sampler_queue_size: must be ≥ 1, got 0",
+		"batch.max_open_rounds: must be ≥ 1, got 0",
 		"num_workers: must be ≥ 1, got 0",
 		"batch.flush_timeout: must be > 0, got 0s",
 		"batch.min_size: must be ≥ 1, got 0",
@@ -49,4 +54,9 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	} {
 		assert.Contains(t, err.Error(), want)
 	}
+	// A max_inflight_bytes below the largest request gRPC takes refused
+	// such a request forever, with a retryable code.
+	err = confmap.Validate(loadConfig(t, "inflight_below_max_recv"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "max_inflight_bytes: must be ≥ the largest request protocols.grpc takes (max_recv_msg_size_mib) and its overhead, 16781312, got 8388608")
 }

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"slices"
+	"strings"
 
+	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -66,150 +67,117 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 
 func (rawCodec) Name() string { return "proto" }
 
-// requestOverhead is what a request costs besides its bytes while it
-// waits for a worker (a goroutine's stack, its split), charged against
+// requestOverhead is what a request costs besides its bytes and index
+// while it waits (its handler's goroutine, its split), charged against
 // max_inflight_bytes so that many tiny requests are bounded too.
 const requestOverhead = 4096
 
 // export takes one request. A request the router splits is answered as
-// soon as it is split: its parts are sent in the background by one of
-// num_workers (merged with other requests' parts, batch), its bytes held
-// (and counted against max_inflight_bytes) until every part is sent or
-// handed to the pipeline. Spans with a zero
-// trace ID are reported rejected in the response's partial success. A
-// request the router cannot split is decoded here and handed to the
-// pipeline, whose answer is the client's, as with the otlp receiver.
+// soon as it is split: its parts are sent in the background (merged with
+// other requests of the same client metadata into rounds, then each
+// sampler's part through that sampler's sender), its bytes and index held
+// (and counted against max_inflight_bytes) until its parts are encoded.
+// Spans with a zero trace ID are reported rejected in the response's
+// partial success. A request the collector's decoder would refuse is
+// refused as invalid before anything is taken; one the router cannot split
+// is decoded here and handed to the pipeline, whose answer is the
+// client's, as with the otlp receiver.
 func (r *routerReceiver) export(ctx context.Context, req []byte) (any, error) {
+	if !r.handlers.enter() {
+		return nil, status.Error(codes.Unavailable, "trace_router: shutting down; retry on another gateway")
+	}
+	defer r.handlers.exit()
 	held := int64(len(req)) + requestOverhead
-	if r.inflight.Add(held) > r.cfg.MaxInflightBytes {
-		r.inflight.Add(-held)
+	if held > r.cfg.MaxInflightBytes {
+		// It could never be taken: retrying it would be refused forever.
+		r.tel.Refused.Add(ctx, 1, r.causes[causeTooLarge])
+		return nil, status.Errorf(codes.InvalidArgument, "trace_router: a request of %d bytes is larger than max_inflight_bytes (%d) can hold; send smaller requests", len(req), r.cfg.MaxInflightBytes)
+	}
+	if !r.admit(held) {
 		r.tel.Refused.Add(ctx, 1, r.causes[causeInflight])
 		return nil, status.Error(codes.Unavailable, "trace_router: max_inflight_bytes reached; retry later")
 	}
 	ctx = r.obsrep.StartTracesOp(ctx)
-	sp, err := r.router.Split(req)
-	if err != nil {
-		defer r.inflight.Add(-held)
+	sp, err := r.router.Split(req, r.cfg.MaxRecordsPerRequest)
+	switch {
+	case errors.Is(err, traceroute.ErrInvalid), errors.Is(err, traceroute.ErrTooLarge), errors.Is(err, traceroute.ErrNoSpans):
+		r.release(held)
+		c := causeMalformed
+		if errors.Is(err, traceroute.ErrTooLarge) {
+			c = causeTooLarge
+		} else if errors.Is(err, traceroute.ErrNoSpans) {
+			c = causeEmpty
+		}
+		r.tel.Refused.Add(ctx, 1, r.causes[c])
+		r.obsrep.EndTracesOp(ctx, "protobuf", 0, consumererror.NewPermanent(err))
+		return nil, status.Errorf(codes.InvalidArgument, "trace_router: %v", err)
+	case err != nil:
+		defer r.release(held)
 		return r.decodeAndConsume(ctx, req, err)
 	}
+	// The index is charged too: a request of many small records indexes
+	// to several times its size.
+	held += int64(sp.MemoryBytes())
+	r.charge(int64(sp.MemoryBytes()))
 	spans := sp.Spans()
 	r.obsrep.EndTracesOp(ctx, "protobuf", spans, nil)
 	resp := exportResponse(sp.Dropped())
-	// The client's call ends now; its metadata stays with the parts.
-	// Admission bounds how many wait, so the queue never blocks.
-	r.pending <- taken{ctx: context.WithoutCancel(ctx), split: sp, spans: spans, held: held}
+	// The client's call ends now; its metadata stays with the parts, and
+	// only requests of the same metadata share a round.
+	r.pending <- taken{ctx: context.WithoutCancel(ctx), tenant: tenantOf(ctx), split: sp, spans: spans, held: held}
 	return &resp, nil
 }
 
-// taken is a request answered and waiting for a worker.
+// admit charges n bytes if they fit under max_inflight_bytes.
+func (r *routerReceiver) admit(n int64) bool {
+	if r.inflight.Add(n) > r.cfg.MaxInflightBytes {
+		r.inflight.Add(-n)
+		return false
+	}
+	return true
+}
+
+// charge counts n bytes held after admission (a request's index, the
+// encodings of parts, decoded give-backs): new requests are refused while
+// they are held.
+func (r *routerReceiver) charge(n int64) { r.inflight.Add(n) }
+
+func (r *routerReceiver) release(n int64) { r.inflight.Add(-n) }
+
+// taken is a request answered and waiting for its round.
 type taken struct {
-	ctx   context.Context
-	split traceroute.Split
-	spans int // split.Spans(), counted once when taken
-	held  int64
+	ctx    context.Context
+	tenant string
+	split  traceroute.Split
+	spans  int // split.Spans(), counted once when taken
+	held   int64
 }
 
-// batch forms rounds from the requests taken: a round starts with the
-// first request waiting and takes the ones after it until batch.min_size
-// spans wait or batch.flush_timeout has passed since the first, at most
-// batch.max_size spans. At shutdown (pending closed) the round being
-// formed goes at once.
-func (r *routerReceiver) batch() {
-	defer close(r.rounds)
-	b := r.cfg.Batch
-	timer := time.NewTimer(b.FlushTimeout)
-	timer.Stop()
-	var carry *taken // taken, but over max_size for the round before
-	for {
-		var first taken
-		if carry != nil {
-			first, carry = *carry, nil
-		} else {
-			t, ok := <-r.pending
-			if !ok {
-				return
-			}
-			first = t
+// tenantOf names a request's client metadata: what the collector's
+// exporters may send on with it (include_metadata's headers, the
+// authenticator's attributes, for headers_setter or auth). Requests whose
+// names differ never share a round, as exporterhelper's metadata_keys
+// keeps batches apart.
+func tenantOf(ctx context.Context) string {
+	info := client.FromContext(ctx)
+	var b strings.Builder
+	keys := slices.Sorted(info.Metadata.Keys())
+	for _, k := range keys {
+		b.WriteString(k)
+		for _, v := range info.Metadata.Get(k) {
+			b.WriteByte(0)
+			b.WriteString(v)
 		}
-		round := []taken{first}
-		spans := first.spans
-		timer.Reset(b.FlushTimeout)
-		open := true
-	fill:
-		for spans < b.MinSize {
-			select {
-			case t, ok := <-r.pending:
-				if !ok {
-					open = false
-					break fill
-				}
-				if spans+t.spans > b.MaxSize {
-					carry = &t
-					break fill
-				}
-				round = append(round, t)
-				spans += t.spans
-			case <-timer.C:
-				break fill
-			}
-		}
-		timer.Stop()
-		r.rounds <- round
-		if !open {
-			return
+		b.WriteByte(1)
+	}
+	if info.Auth != nil {
+		names := slices.Sorted(slices.Values(info.Auth.GetAttributeNames()))
+		b.WriteByte(2)
+		for _, n := range names {
+			fmt.Fprintf(&b, "%s\x00%v\x01", n, info.Auth.GetAttribute(n))
 		}
 	}
-}
-
-// work sends rounds: each sampler gets one request with its parts of
-// every request in the round; what a sampler did not take goes to the
-// pipeline.
-func (r *routerReceiver) work() {
-	defer r.workersDone.Done()
-	splits := make([]traceroute.Split, 0, 64)
-	for round := range r.rounds {
-		splits = splits[:0]
-		for _, t := range round {
-			splits = append(splits, t.split)
-		}
-		ctx := round[0].ctx
-		out := r.router.SendAll(ctx, splits)
-		r.tel.Routed.Add(ctx, int64(out.Sent))
-		if out.Failed != (ptrace.Traces{}) {
-			r.handOn(ctx, out.Failed)
-		}
-		for _, t := range round {
-			r.inflight.Add(-t.held)
-		}
-	}
-}
-
-// handOn gives spans a sampler did not take to the pipeline
-// (memory_limiter, then the exporter's queue). While the pipeline refuses
-// them (memory_limiter above its limit), it retries, their request's bytes
-// still held, so that max_inflight_bytes fills and new requests are
-// refused instead: what a client was told is taken is not dropped. It gives
-// up, counted and logged, only on a permanent error or at shutdown.
-func (r *routerReceiver) handOn(ctx context.Context, td ptrace.Traces) {
-	n := int64(td.SpanCount())
-	r.tel.ToPipeline.Add(ctx, n, r.causes[causeSendFailed])
-	wait := 50 * time.Millisecond
-	for {
-		err := r.next.ConsumeTraces(ctx, td)
-		if err == nil {
-			return
-		}
-		if consumererror.IsPermanent(err) || r.stopping.Load() {
-			r.tel.Lost.Add(ctx, n)
-			r.set.Logger.Error("spans a sampler did not take were refused by the pipeline; dropped", zap.Int64("spans", n), zap.Error(err))
-			return
-		}
-		select {
-		case <-time.After(wait):
-		case <-r.stop:
-		}
-		wait = min(2*wait, time.Second)
-	}
+	return b.String()
 }
 
 // decodeAndConsume is the path of a request the router did not split

@@ -31,10 +31,18 @@ func NewFactory() receiver.Factory {
 const (
 	// defaultMaxInflightBytes holds a few hundred typical requests.
 	defaultMaxInflightBytes = 64 << 20
-	// defaultNumWorkers: each worker sends one round at a time, so a
-	// sampler sees at most this many requests at once from a gateway, as
-	// many as the exporter queue's consumers.
+	// defaultNumWorkers: a sampler sees at most this many requests at
+	// once from a gateway's rounds.
 	defaultNumWorkers = 4
+	// defaultSamplerQueueSize parts (a round's, at most 8,192 spans each)
+	// wait per sampler: a few seconds of a sampler's share at the rates of
+	// figure 14, beyond which a slow sampler's parts go to the exporter's
+	// queue instead.
+	defaultSamplerQueueSize = 16
+	// defaultMaxRecordsPerRequest: 8× the largest batch the collector's
+	// exporters send by default (8,192 spans), with their resources and
+	// scopes.
+	defaultMaxRecordsPerRequest = 65536
 )
 
 // defaultBatch is the gateway exporter queue's batch (configs/gateway.yaml):
@@ -43,17 +51,19 @@ const (
 // tens of small requests a second, and its memory grew past memory_limiter's
 // soft limit in the overload tests while the exporter path's stayed under
 // it (docs/BENCHMARKS.md figure 14).
-var defaultBatch = BatchConfig{FlushTimeout: 200 * time.Millisecond, MinSize: 4096, MaxSize: 8192}
+var defaultBatch = BatchConfig{FlushTimeout: 200 * time.Millisecond, MinSize: 4096, MaxSize: 8192, MaxOpenRounds: 64}
 
 func createDefaultConfig() *Config {
 	grpc := configgrpc.NewDefaultServerConfig()
 	grpc.NetAddr.Endpoint = "localhost:4317"
 	return &Config{
-		Protocols:        Protocols{GRPC: grpc},
-		Exporter:         component.NewID(metadata.Type),
-		MaxInflightBytes: defaultMaxInflightBytes,
-		NumWorkers:       defaultNumWorkers,
-		Batch:            defaultBatch,
+		Protocols:            Protocols{GRPC: grpc},
+		Exporter:             component.NewID(metadata.Type),
+		MaxInflightBytes:     defaultMaxInflightBytes,
+		MaxRecordsPerRequest: defaultMaxRecordsPerRequest,
+		NumWorkers:           defaultNumWorkers,
+		SamplerQueueSize:     defaultSamplerQueueSize,
+		Batch:                defaultBatch,
 	}
 }
 

@@ -71,6 +71,15 @@ func startExporter(t *testing.T, addrs []string, queue bool) exporter.Traces {
 // started trace_router exporter, with next as its pipeline.
 func startReceiver(t *testing.T, next consumer.Traces, edit func(*Config)) (addr string, tel *componenttest.Telemetry) {
 	t.Helper()
+	addr, tel, _ = startReceiverWith(t, next, edit, nil)
+	return addr, tel
+}
+
+// startReceiverWith is startReceiver; tiny sets max_inflight_bytes after
+// validation, below what a valid config allows (a bound a test can fill
+// with a request or two). It returns the receiver too.
+func startReceiverWith(t *testing.T, next consumer.Traces, edit func(*Config), tiny *int64) (addr string, tel *componenttest.Telemetry, r *routerReceiver) {
+	t.Helper()
 	tel = componenttest.NewTelemetry()
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	cfg := createDefaultConfig()
@@ -79,6 +88,9 @@ func startReceiver(t *testing.T, next consumer.Traces, edit func(*Config)) (addr
 		edit(cfg)
 	}
 	require.NoError(t, cfg.Validate())
+	if tiny != nil {
+		cfg.MaxInflightBytes = *tiny
+	}
 	set := receivertest.NewNopSettings(metadata.Type)
 	set.TelemetrySettings = tel.NewTelemetrySettings()
 	r, err := newReceiver(set, cfg, next)
@@ -91,7 +103,7 @@ func startReceiver(t *testing.T, next consumer.Traces, edit func(*Config)) (addr
 	cfg.Protocols.GRPC.NetAddr.Endpoint = addr
 	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
 	t.Cleanup(func() { require.NoError(t, r.Shutdown(context.Background())) })
-	return addr, tel
+	return addr, tel, r
 }
 
 type point struct {
@@ -380,8 +392,9 @@ func TestMaxInflightBytesRefusesRetryably(t *testing.T) {
 	startExporter(t, addrs, false)
 	var next uint64
 	small, big := request(1, &next), request(50, &next)
-	limit := int64(len(encode(t, small))) + requestOverhead
-	addr, tel := startReceiver(t, new(consumertest.TracesSink), func(c *Config) { c.MaxInflightBytes = limit })
+	// The big request fits alone, not with the small one taken.
+	limit := int64(len(encode(t, big))) + requestOverhead + 1024
+	addr, tel, _ := startReceiverWith(t, new(consumertest.TracesSink), nil, &limit)
 	c := dialRaw(t, addr)
 	_, err := c.export(encode(t, small))
 	require.NoError(t, err, "a request under the bound passes")
@@ -406,7 +419,8 @@ func TestAHandedOnPartIsHeldWhileThePipelineRefuses(t *testing.T) {
 	pipeline := &refusingSink{refusals: 5}
 	var next uint64
 	first, second := encode(t, request(20, &next)), encode(t, request(1, &next))
-	addr, tel := startReceiver(t, pipeline, func(c *Config) { c.MaxInflightBytes = int64(len(first)) + requestOverhead })
+	limit := int64(len(first)) + requestOverhead + 1024
+	addr, tel, _ := startReceiverWith(t, pipeline, nil, &limit)
 	c := dialRaw(t, addr)
 	_, err := c.export(first)
 	require.NoError(t, err, "taken: its part is sent in the background")

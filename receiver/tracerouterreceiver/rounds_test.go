@@ -84,5 +84,5 @@ func TestARefusingSamplerIsHeldOffWhileOthersAreSent(t *testing.T) {
 	assert.Positive(t, samplers[1].Count())
 }
 
-// holdOffForTests is the exporter's hold-off (1 s) and a margin.
-const holdOffForTests = 1200 * time.Millisecond
+// holdOffForTests is the first hold-off (holdOffBase) and a margin.
+const holdOffForTests = holdOffBase + 200*time.Millisecond

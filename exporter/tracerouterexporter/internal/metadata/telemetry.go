@@ -18,6 +18,8 @@ const (
 	MetricBackends      = prefix + "backends"
 	MetricInvalidSpans  = prefix + "invalid_spans"
 	MetricResolveFailed = prefix + "resolve_failures"
+	MetricRejected      = prefix + "rejected_spans"
+	MetricUndecodable   = prefix + "undecodable_spans"
 )
 
 // Telemetry holds the exporter's instruments.
@@ -30,6 +32,8 @@ type Telemetry struct {
 	Backends      metric.Int64Gauge
 	InvalidSpans  metric.Int64Counter
 	ResolveFailed metric.Int64Counter
+	Rejected      metric.Int64Counter
+	Undecodable   metric.Int64Counter
 }
 
 // NewTelemetry creates the instruments on the collector's meter provider.
@@ -44,6 +48,8 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 		Backends:      b.Int64Gauge(MetricBackends, "Samplers in the ring.", "{backend}"),
 		InvalidSpans:  b.Int64Counter(MetricInvalidSpans, "Spans not routed, by cause (zero_trace_id: no trace to route by, dropped, as the samplers would; no_backend: the ring was empty, returned to the queue).", "{span}"),
 		ResolveFailed: b.Int64Counter(MetricResolveFailed, "DNS resolutions that failed (the last set of samplers stays).", "{resolution}"),
+		Rejected:      b.Int64Counter(MetricRejected, "Spans a sampler took but reported rejected in its answer's partial success (not sent again, as OTLP asks), by endpoint.", "{span}"),
+		Undecodable:   b.Int64Counter(MetricUndecodable, "Spans of a part a sampler did not take that could not be decoded to go back to the pipeline, and were dropped (the receiver's check should leave none).", "{span}"),
 	}
 	return t, b.Err()
 }

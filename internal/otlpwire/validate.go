@@ -1,0 +1,212 @@
+package otlpwire // import "github.com/otelcol-cost/otelcol-cost/internal/otlpwire"
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// ErrInvalid: pdata would refuse the request (a known field of the wrong
+// wire type, an ID of the wrong length, a truncated record), or it is
+// hostile in a way decoding it would make worse (values nested deeper
+// than MaxNesting). The receiver answers it InvalidArgument.
+var ErrInvalid = errors.New("not a valid OTLP trace request")
+
+// ErrUnsupported: valid protobuf the wire check does not judge (groups,
+// the deprecated instrumentation_library_spans): decoding says whether it
+// is OTLP.
+var ErrUnsupported = errors.New("encoding the wire check does not judge")
+
+// MaxNesting bounds how deep AnyValues nest (arrays and maps in
+// attributes). pdata decodes them recursively without a bound: 4 MiB of
+// nested arrays would take a goroutine stack of hundreds of MiB.
+const MaxNesting = 64
+
+// kind is what a field's wire type and content must be for pdata to
+// decode it.
+type kind uint8
+
+const (
+	kindUnknown kind = iota // not a field of the message: skipped as pdata skips it
+	kindVarint
+	kindI64
+	kindI32
+	kindLen  // string or bytes: any content (pdata does not check UTF-8)
+	kindID16 // a trace ID: empty or 16 bytes
+	kindID8  // a span ID: empty or 8 bytes
+	kindMsg
+	kindUnsupported // judged by decoding
+)
+
+type fieldRule struct {
+	kind kind
+	msg  *message
+}
+
+// message lists a message's fields by number; numbers past the list are
+// unknown fields.
+type message struct {
+	name   string
+	fields []fieldRule
+}
+
+func (m *message) rule(n protowire.Number) fieldRule {
+	if int(n) < len(m.fields) {
+		return m.fields[n]
+	}
+	return fieldRule{}
+}
+
+// The OTLP trace messages as pdata v1.67 decodes them (its generated
+// UnmarshalProto): every known field's wire type, and the IDs' lengths.
+var (
+	spanMsg, statusMsg, eventMsg, linkMsg          message
+	keyValueMsg, anyValueMsg, arrayMsg, kvListMsg  message
+	resourceMsg, entityRefMsg, scopeMsg            message
+	resourceHeadMsg, scopeSpansHeadMsg, tracesData message
+)
+
+func rules(name string, m *message, r map[protowire.Number]fieldRule) {
+	top := protowire.Number(0)
+	for n := range r {
+		top = max(top, n)
+	}
+	m.name = name
+	m.fields = make([]fieldRule, top+1)
+	for n, f := range r {
+		m.fields[n] = f
+	}
+}
+
+func msg(m *message) fieldRule { return fieldRule{kind: kindMsg, msg: m} }
+
+var (
+	varint = fieldRule{kind: kindVarint}
+	i64    = fieldRule{kind: kindI64}
+	i32    = fieldRule{kind: kindI32}
+	str    = fieldRule{kind: kindLen}
+)
+
+func init() {
+	rules("AnyValue", &anyValueMsg, map[protowire.Number]fieldRule{1: str, 2: varint, 3: varint, 4: i64, 5: msg(&arrayMsg), 6: msg(&kvListMsg), 7: str, 8: varint})
+	rules("ArrayValue", &arrayMsg, map[protowire.Number]fieldRule{1: msg(&anyValueMsg)})
+	rules("KeyValueList", &kvListMsg, map[protowire.Number]fieldRule{1: msg(&keyValueMsg)})
+	rules("KeyValue", &keyValueMsg, map[protowire.Number]fieldRule{1: str, 2: msg(&anyValueMsg), 3: varint})
+	rules("EntityRef", &entityRefMsg, map[protowire.Number]fieldRule{1: str, 2: str, 3: str, 4: str})
+	rules("Resource", &resourceMsg, map[protowire.Number]fieldRule{1: msg(&keyValueMsg), 2: varint, 3: msg(&entityRefMsg)})
+	rules("InstrumentationScope", &scopeMsg, map[protowire.Number]fieldRule{1: str, 2: str, 3: msg(&keyValueMsg), 4: varint})
+	rules("Status", &statusMsg, map[protowire.Number]fieldRule{2: str, 3: varint})
+	rules("Span.Event", &eventMsg, map[protowire.Number]fieldRule{1: i64, 2: str, 3: msg(&keyValueMsg), 4: varint})
+	rules("Span.Link", &linkMsg, map[protowire.Number]fieldRule{1: {kind: kindID16}, 2: {kind: kindID8}, 3: str, 4: msg(&keyValueMsg), 5: varint, 6: i32})
+	rules("Span", &spanMsg, map[protowire.Number]fieldRule{
+		1: {kind: kindID16}, 2: {kind: kindID8}, 3: str, 4: {kind: kindID8}, 5: str, 6: varint,
+		7: i64, 8: i64, 9: msg(&keyValueMsg), 10: varint, 11: msg(&eventMsg), 12: varint,
+		13: msg(&linkMsg), 14: varint, 15: msg(&statusMsg), 16: i32,
+	})
+	// The fields of a ResourceSpans and a ScopeSpans besides their
+	// children, which the index walks itself (listed for their wire type).
+	rules("ResourceSpans", &resourceHeadMsg, map[protowire.Number]fieldRule{1: msg(&resourceMsg), 2: str, 3: str, 1000: {kind: kindUnsupported}})
+	rules("ScopeSpans", &scopeSpansHeadMsg, map[protowire.Number]fieldRule{1: msg(&scopeMsg), 2: str, 3: str})
+	rules("TracesData", &tracesData, map[protowire.Number]fieldRule{1: str})
+}
+
+// consumeVarint reads a varint at buf[pos:] as pdata does (up to ten
+// bytes, the excess bits of the tenth ignored); -1: unreadable.
+func consumeVarint(buf []byte, pos int) (uint64, int) {
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		if pos >= len(buf) {
+			return 0, -1
+		}
+		b := buf[pos]
+		pos++
+		v |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			return v, pos
+		}
+	}
+	return 0, -1
+}
+
+// checkField checks one field of message m whose tag is at buf[pos:]:
+// what pdata's decoder would say of it. It returns where the field ends.
+func checkField(buf []byte, pos int, m *message, depth int) (int, error) {
+	tag, pos := consumeVarint(buf, pos)
+	if pos < 0 || int32(tag>>3) <= 0 {
+		return -1, fmt.Errorf("%w: %s: unreadable tag", ErrInvalid, m.name)
+	}
+	num, typ := protowire.Number(int32(tag>>3)), protowire.Type(tag&7)
+	r := m.rule(num)
+	if typ == protowire.StartGroupType || typ == protowire.EndGroupType || r.kind == kindUnsupported {
+		return -1, ErrUnsupported
+	}
+	want := typ
+	switch r.kind {
+	case kindVarint:
+		want = protowire.VarintType
+	case kindI64:
+		want = protowire.Fixed64Type
+	case kindI32:
+		want = protowire.Fixed32Type
+	case kindLen, kindID16, kindID8, kindMsg:
+		want = protowire.BytesType
+	}
+	if typ != want {
+		return -1, fmt.Errorf("%w: %s field %d: wrong wire type %d", ErrInvalid, m.name, num, typ)
+	}
+	switch typ {
+	case protowire.VarintType:
+		if _, pos = consumeVarint(buf, pos); pos < 0 {
+			return -1, fmt.Errorf("%w: %s field %d: truncated", ErrInvalid, m.name, num)
+		}
+		return pos, nil
+	case protowire.Fixed64Type, protowire.Fixed32Type:
+		size := 8
+		if typ == protowire.Fixed32Type {
+			size = 4
+		}
+		if len(buf)-pos < size {
+			return -1, fmt.Errorf("%w: %s field %d: truncated", ErrInvalid, m.name, num)
+		}
+		return pos + size, nil
+	case protowire.BytesType:
+	default:
+		return -1, fmt.Errorf("%w: %s field %d: illegal wire type %d", ErrInvalid, m.name, num, typ)
+	}
+	length, body := consumeVarint(buf, pos)
+	if body < 0 || int(length) < 0 || uint64(len(buf)-body) < length {
+		return -1, fmt.Errorf("%w: %s field %d: length past the record", ErrInvalid, m.name, num)
+	}
+	end := body + int(length)
+	switch r.kind {
+	case kindID16, kindID8:
+		size := 16
+		if r.kind == kindID8 {
+			size = 8
+		}
+		if length != 0 && int(length) != size {
+			return -1, fmt.Errorf("%w: %s field %d: an ID of %d bytes (want %d)", ErrInvalid, m.name, num, length, size)
+		}
+	case kindMsg:
+		if err := checkMessage(buf[:end], body, r.msg, depth+1); err != nil {
+			return -1, err
+		}
+	}
+	return end, nil
+}
+
+// checkMessage checks the body buf[from:] of a message m.
+func checkMessage(buf []byte, from int, m *message, depth int) error {
+	if depth > MaxNesting {
+		return fmt.Errorf("%w: values nested deeper than %d levels", ErrInvalid, MaxNesting)
+	}
+	for pos := from; pos < len(buf); {
+		end, err := checkField(buf, pos, m, depth)
+		if err != nil {
+			return err
+		}
+		pos = end
+	}
+	return nil
+}
