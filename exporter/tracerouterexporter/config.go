@@ -3,6 +3,7 @@ package tracerouterexporter // import "github.com/otelcol-cost/otelcol-cost/expo
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/config/configgrpc"
@@ -40,6 +41,11 @@ type OTLPConfig struct {
 	// MaxRequestBytes bounds one request to a sampler (before gRPC
 	// compression): at most the samplers' max_recv_msg_size_mib.
 	MaxRequestBytes int `mapstructure:"max_request_bytes"`
+	// ForwardMetadata are client metadata keys (the receiver's
+	// include_metadata) whose values are sent on to the samplers as gRPC
+	// headers, as headers_setter's from_context does: a tenant's key or
+	// token. Requests whose values differ never share a request.
+	ForwardMetadata []string `mapstructure:"forward_metadata"`
 	// QueueConfig and RetryConfig exist for load_balancing's configs: they
 	// must stay disabled (a queue per sampler would retry a dead sampler's
 	// data alone, and drop it when the sampler leaves the ring).
@@ -120,6 +126,17 @@ func (c *Config) Validate() error {
 	}
 	if o.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("protocol.otlp.timeout: must be > 0 (a sampler that never answers would hold its sends forever), got %v", o.Timeout))
+	}
+	if len(o.ForwardMetadata) > 0 && c.QueueSettings.HasValue() && c.QueueSettings.Get().Batch.HasValue() {
+		keys := map[string]bool{}
+		for _, k := range c.QueueSettings.Get().Batch.Get().Partition.MetadataKeys {
+			keys[strings.ToLower(k)] = true
+		}
+		for _, k := range o.ForwardMetadata {
+			if !keys[strings.ToLower(k)] {
+				errs = append(errs, fmt.Errorf("sending_queue.batch.partition.metadata_keys: must include %q of protocol.otlp.forward_metadata, or the queue's batches would mix tenants", k))
+			}
+		}
 	}
 	if o.MaxRequestBytes < minRequestBytes {
 		errs = append(errs, fmt.Errorf("protocol.otlp.max_request_bytes: must be ≥ %d, got %d", minRequestBytes, o.MaxRequestBytes))

@@ -3,6 +3,10 @@ package tracerouterexporter // import "github.com/otelcol-cost/otelcol-cost/expo
 import (
 	"context"
 	"errors"
+	"strings"
+
+	"go.opentelemetry.io/collector/client"
+	"google.golang.org/grpc/metadata"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -43,6 +47,16 @@ func (r *router) send(ctx context.Context, b *backend, part []byte) (int, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Protocol.OTLP.Timeout)
 	defer cancel()
+	if keys := r.cfg.Protocol.OTLP.ForwardMetadata; len(keys) > 0 {
+		info := client.FromContext(ctx)
+		md := metadata.MD{}
+		for _, k := range keys {
+			if v := info.Metadata.Get(k); len(v) > 0 {
+				md[strings.ToLower(k)] = v
+			}
+		}
+		ctx = metadata.NewOutgoingContext(ctx, md)
+	}
 	var resp []byte
 	if err := b.conn.Invoke(ctx, exportMethod, &part, &resp, callCodec); err != nil {
 		return 0, err

@@ -393,6 +393,10 @@ func (r *router) Recycle(p *traceroute.Part) {
 	p.Bytes = nil
 }
 
+// MetadataKeys are the client metadata keys sent on with each part
+// (protocol.otlp.forward_metadata).
+func (r *router) MetadataKeys() []string { return r.cfg.Protocol.OTLP.ForwardMetadata }
+
 // Send sends one part to its sampler and counts it.
 func (r *router) Send(ctx context.Context, p *traceroute.Part) traceroute.SendResult {
 	b := p.Backend.(*backend)

@@ -10,12 +10,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -26,22 +28,41 @@ type Recorder struct {
 	Addr string
 	// Refuse makes it answer Unavailable, recording nothing.
 	Refuse atomic.Bool
+	// Delay (ns) makes it answer that late: a slow sampler. It records
+	// the request when it answers, whether the sender still waits or not.
+	Delay atomic.Int64
+	// Reject makes it report that many spans of each request rejected
+	// (partial success), recording the others.
+	Reject atomic.Int64
 	calls  atomic.Int64
-	mu     sync.Mutex
-	spans  map[pcommon.SpanID]int
-	traces map[pcommon.TraceID]bool
+	// requests are what each request it took held, in order.
+	requests []Request
+	mu       sync.Mutex
+	spans    map[pcommon.SpanID]int
+	traces   map[pcommon.TraceID]bool
+}
+
+// Request is what one request a Recorder took held.
+type Request struct {
+	// Metadata is the request's gRPC metadata (headers).
+	Metadata metadata.MD
+	// Tenants are the values of the "tenant" resource attribute of its
+	// spans' resources.
+	Tenants map[string]int
+	Spans   int
+	Bytes   int
 }
 
 // Start serves a Recorder on addr ("127.0.0.1:0" for any port) until the
-// test ends.
-func Start(t testing.TB, addr string) *Recorder {
+// test ends; opts are the gRPC server's (its max_recv_msg_size, say).
+func Start(t testing.TB, addr string, opts ...grpc.ServerOption) *Recorder {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("listen on %s: %v", addr, err)
 	}
 	r := &Recorder{Addr: ln.Addr().String(), spans: map[pcommon.SpanID]int{}, traces: map[pcommon.TraceID]bool{}}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	ptraceotlp.RegisterGRPCServer(srv, r)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
@@ -63,18 +84,49 @@ func StartN(t testing.TB, n int) ([]*Recorder, []string) {
 }
 
 // Export records the request's spans, or refuses it.
-func (r *Recorder) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+func (r *Recorder) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
 	r.calls.Add(1)
+	if d := r.Delay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 	if r.Refuse.Load() {
 		return ptraceotlp.NewExportResponse(), status.Error(codes.Unavailable, "refusing")
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	md, _ := metadata.FromIncomingContext(ctx)
+	rec := Request{Metadata: md.Copy(), Tenants: map[string]int{}, Spans: req.Traces().SpanCount()}
+	b, _ := req.MarshalProto()
+	rec.Bytes = len(b)
+	rss := req.Traces().ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		if v, ok := rss.At(i).Resource().Attributes().Get("tenant"); ok {
+			rec.Tenants[v.Str()]++
+		}
+	}
+	r.requests = append(r.requests, rec)
+	reject := int(r.Reject.Load())
 	EachSpan(req.Traces(), func(sp ptrace.Span) {
+		if reject > 0 {
+			reject--
+			return
+		}
 		r.spans[sp.SpanID()]++
 		r.traces[sp.TraceID()] = true
 	})
-	return ptraceotlp.NewExportResponse(), nil
+	resp := ptraceotlp.NewExportResponse()
+	if n := r.Reject.Load(); n > 0 {
+		resp.PartialSuccess().SetRejectedSpans(min(n, int64(rec.Spans)))
+		resp.PartialSuccess().SetErrorMessage("rejected by the test")
+	}
+	return resp, nil
+}
+
+// Requests are what each request it took held, in order.
+func (r *Recorder) Requests() []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Request(nil), r.requests...)
 }
 
 // Count is how many spans it took, a span received twice counted twice.

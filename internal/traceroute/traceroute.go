@@ -46,6 +46,10 @@ type Router interface {
 	// Recycle lets the router reuse a part's buffer: only once the
 	// transport is done with it (after a send that was answered).
 	Recycle(part *Part)
+	// MetadataKeys are the client metadata keys Send sends on with a
+	// part, from its context: requests whose values differ must not share
+	// a part.
+	MetadataKeys() []string
 }
 
 // Split is a request split by trace ID, waiting to be encoded.

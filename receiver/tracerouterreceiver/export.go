@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"go.opentelemetry.io/collector/client"
@@ -124,7 +123,7 @@ func (r *routerReceiver) export(ctx context.Context, req []byte) (any, error) {
 	resp := exportResponse(sp.Dropped())
 	// The client's call ends now; its metadata stays with the parts, and
 	// only requests of the same metadata share a round.
-	r.pending <- taken{ctx: context.WithoutCancel(ctx), tenant: tenantOf(ctx), split: sp, spans: spans, held: held}
+	r.pending <- taken{ctx: context.WithoutCancel(ctx), tenant: tenantOf(ctx, r.router.MetadataKeys()), split: sp, spans: spans, held: held}
 	return &resp, nil
 }
 
@@ -153,29 +152,22 @@ type taken struct {
 	held   int64
 }
 
-// tenantOf names a request's client metadata: what the collector's
-// exporters may send on with it (include_metadata's headers, the
-// authenticator's attributes, for headers_setter or auth). Requests whose
-// names differ never share a round, as exporterhelper's metadata_keys
-// keeps batches apart.
-func tenantOf(ctx context.Context) string {
+// tenantOf names a request's values of the client metadata keys the
+// router sends on with its parts (the exporter's forward_metadata: a
+// tenant's key or token). Requests whose names differ never share a
+// round, as exporterhelper's metadata_keys keeps batches apart.
+func tenantOf(ctx context.Context, keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
 	info := client.FromContext(ctx)
 	var b strings.Builder
-	keys := slices.Sorted(info.Metadata.Keys())
 	for _, k := range keys {
-		b.WriteString(k)
 		for _, v := range info.Metadata.Get(k) {
-			b.WriteByte(0)
 			b.WriteString(v)
+			b.WriteByte(0)
 		}
 		b.WriteByte(1)
-	}
-	if info.Auth != nil {
-		names := slices.Sorted(slices.Values(info.Auth.GetAttributeNames()))
-		b.WriteByte(2)
-		for _, n := range names {
-			fmt.Fprintf(&b, "%s\x00%v\x01", n, info.Auth.GetAttribute(n))
-		}
 	}
 	return b.String()
 }
