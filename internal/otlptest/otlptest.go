@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	// Registers gRPC's zstd codec (the collector's own), which the
+	// gateway compresses with by default.
+	_ "go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -138,6 +141,17 @@ func (r *Recorder) Count() int {
 		n += c
 	}
 	return n
+}
+
+// SpanIDs are the spans it took, with how often.
+func (r *Recorder) SpanIDs() map[pcommon.SpanID]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[pcommon.SpanID]int, len(r.spans))
+	for id, c := range r.spans {
+		out[id] = c
+	}
+	return out
 }
 
 // Calls is how many requests it was sent, refused ones included.
