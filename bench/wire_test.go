@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/otlpwire"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 )
 
@@ -38,6 +39,27 @@ func BenchmarkOTLPWire(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			if _, err := m.MarshalTraces(tds[i%len(tds)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/perOp, "ns/span")
+	})
+	// The gateway's index of a request as received: unchecked (as the
+	// samplers' merger reads pdata's own encodings) and checked as pdata
+	// would decode it (the trace_router receiver's path).
+	var idx otlpwire.Index
+	b.Run("index", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := idx.Parse(reqs[i%len(reqs)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/perOp, "ns/span")
+	})
+	lim := otlpwire.Limits{MaxRecords: 1 << 16, MaxSpanBytes: 4 << 20}
+	b.Run("index_checked", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := idx.ParseChecked(reqs[i%len(reqs)], lim); err != nil {
 				b.Fatal(err)
 			}
 		}

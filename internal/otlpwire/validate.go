@@ -41,6 +41,8 @@ const (
 
 type fieldRule struct {
 	kind kind
+	wire protowire.Type // what a known field's wire type must be
+	size int            // an ID's length
 	msg  *message
 }
 
@@ -49,13 +51,6 @@ type fieldRule struct {
 type message struct {
 	name   string
 	fields []fieldRule
-}
-
-func (m *message) rule(n protowire.Number) fieldRule {
-	if int(n) < len(m.fields) {
-		return m.fields[n]
-	}
-	return fieldRule{}
 }
 
 // The OTLP trace messages as pdata v1.67 decodes them (its generated
@@ -75,6 +70,20 @@ func rules(name string, m *message, r map[protowire.Number]fieldRule) {
 	m.name = name
 	m.fields = make([]fieldRule, top+1)
 	for n, f := range r {
+		switch f.kind {
+		case kindVarint:
+			f.wire = protowire.VarintType
+		case kindI64:
+			f.wire = protowire.Fixed64Type
+		case kindI32:
+			f.wire = protowire.Fixed32Type
+		case kindID16:
+			f.wire, f.size = protowire.BytesType, 16
+		case kindID8:
+			f.wire, f.size = protowire.BytesType, 8
+		default:
+			f.wire = protowire.BytesType
+		}
 		m.fields[n] = f
 	}
 }
@@ -132,61 +141,64 @@ func consumeVarint(buf []byte, pos int) (uint64, int) {
 // checkField checks one field of message m whose tag is at buf[pos:]:
 // what pdata's decoder would say of it. It returns where the field ends.
 func checkField(buf []byte, pos int, m *message, depth int) (int, error) {
-	tag, pos := consumeVarint(buf, pos)
-	if pos < 0 || int32(tag>>3) <= 0 {
+	var tag uint64
+	if pos < len(buf) && buf[pos] < 0x80 {
+		tag, pos = uint64(buf[pos]), pos+1
+	} else if tag, pos = consumeVarint(buf, pos); pos < 0 {
 		return -1, fmt.Errorf("%w: %s: unreadable tag", ErrInvalid, m.name)
 	}
+	if int32(tag>>3) <= 0 {
+		return -1, fmt.Errorf("%w: %s: field number 0", ErrInvalid, m.name)
+	}
 	num, typ := protowire.Number(int32(tag>>3)), protowire.Type(tag&7)
-	r := m.rule(num)
+	var r fieldRule
+	if int(num) < len(m.fields) {
+		r = m.fields[num]
+	}
 	if typ == protowire.StartGroupType || typ == protowire.EndGroupType || r.kind == kindUnsupported {
 		return -1, ErrUnsupported
 	}
-	want := typ
-	switch r.kind {
-	case kindVarint:
-		want = protowire.VarintType
-	case kindI64:
-		want = protowire.Fixed64Type
-	case kindI32:
-		want = protowire.Fixed32Type
-	case kindLen, kindID16, kindID8, kindMsg:
-		want = protowire.BytesType
-	}
-	if typ != want {
+	if r.kind != kindUnknown && typ != r.wire {
 		return -1, fmt.Errorf("%w: %s field %d: wrong wire type %d", ErrInvalid, m.name, num, typ)
 	}
 	switch typ {
 	case protowire.VarintType:
+		if pos < len(buf) && buf[pos] < 0x80 {
+			return pos + 1, nil
+		}
 		if _, pos = consumeVarint(buf, pos); pos < 0 {
 			return -1, fmt.Errorf("%w: %s field %d: truncated", ErrInvalid, m.name, num)
 		}
 		return pos, nil
-	case protowire.Fixed64Type, protowire.Fixed32Type:
-		size := 8
-		if typ == protowire.Fixed32Type {
-			size = 4
-		}
-		if len(buf)-pos < size {
+	case protowire.Fixed64Type:
+		if len(buf)-pos < 8 {
 			return -1, fmt.Errorf("%w: %s field %d: truncated", ErrInvalid, m.name, num)
 		}
-		return pos + size, nil
+		return pos + 8, nil
+	case protowire.Fixed32Type:
+		if len(buf)-pos < 4 {
+			return -1, fmt.Errorf("%w: %s field %d: truncated", ErrInvalid, m.name, num)
+		}
+		return pos + 4, nil
 	case protowire.BytesType:
 	default:
 		return -1, fmt.Errorf("%w: %s field %d: illegal wire type %d", ErrInvalid, m.name, num, typ)
 	}
-	length, body := consumeVarint(buf, pos)
+	var length uint64
+	body := pos
+	if pos < len(buf) && buf[pos] < 0x80 {
+		length, body = uint64(buf[pos]), pos+1
+	} else {
+		length, body = consumeVarint(buf, pos)
+	}
 	if body < 0 || int(length) < 0 || uint64(len(buf)-body) < length {
 		return -1, fmt.Errorf("%w: %s field %d: length past the record", ErrInvalid, m.name, num)
 	}
 	end := body + int(length)
 	switch r.kind {
 	case kindID16, kindID8:
-		size := 16
-		if r.kind == kindID8 {
-			size = 8
-		}
-		if length != 0 && int(length) != size {
-			return -1, fmt.Errorf("%w: %s field %d: an ID of %d bytes (want %d)", ErrInvalid, m.name, num, length, size)
+		if length != 0 && int(length) != r.size {
+			return -1, fmt.Errorf("%w: %s field %d: an ID of %d bytes (want %d)", ErrInvalid, m.name, num, length, r.size)
 		}
 	case kindMsg:
 		if err := checkMessage(buf[:end], body, r.msg, depth+1); err != nil {
