@@ -20,7 +20,7 @@ SOURCES      := $(shell find . -name '*.go' -not -path './.tools/*' -not -name '
 
 export CGO_ENABLED := 0
 
-.PHONY: all build run test unit integration chart-test bench bench-go bench-e2e generate check-generate lint tools deps image image-test
+.PHONY: all build run test unit integration chart-test bench bench-go bench-e2e generate check-generate lint tools deps image image-test fuzz
 
 all: build
 
@@ -132,6 +132,14 @@ test: deps lint check-generate build $(HELM) $(TELEMETRYGEN) $(JAEGER) image-tes
 	OTELCOL_COST_BIN=$(BIN) HELM=$(HELM) TELEMETRYGEN=$(TELEMETRYGEN) JAEGER=$(JAEGER) E2E_REPORT=$(CURDIR)/bin/e2e-report.txt $(GO) test -count=1 -timeout 40m ./...
 	@cat bin/e2e-report.txt 2>/dev/null || true
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/... ./processor/...
+	$(MAKE) fuzz
+
+# The gateway's parsers of what clients send, fuzzed for a bounded time
+# (new inputs the engine finds are kept in the Go build cache, not here).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime $(FUZZTIME) ./exporter/tracerouterexporter/
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckedParse$$' -fuzztime $(FUZZTIME) ./internal/otlpwire/
 
 # The figures in docs/BENCHMARKS.md (about 90 minutes on 2 cores): every Go
 # benchmark 6 times (the fewest for which benchstat gives a 95% confidence

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/configtest"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 )
 
 func loadConfig(t *testing.T, name string) *Config {
@@ -53,7 +54,8 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, 2000, full.Baseline.MaxKeys)
 	assert.Equal(t, time.Minute, full.Rare.Interval)
 	assert.Equal(t, StressReliefConfig{Mode: "always", ActivationLevel: 85, DeactivationLevel: 60,
-		MinimumActivationDuration: 30 * time.Second, MinimumDeactivationDuration: 5 * time.Second, MemoryLimitMiB: 1536}, full.StressRelief)
+		MinimumActivationDuration: 30 * time.Second, MinimumDeactivationDuration: 5 * time.Second, MemoryLimitMiB: 1536,
+		Recall: relief.RecallConfig{Window: 4 * time.Second, MaxBytes: 8 << 20}}, full.StressRelief)
 
 	err := confmap.Validate(loadConfig(t, "bad_rule"))
 	require.Error(t, err)
@@ -136,6 +138,8 @@ func TestStressReliefConfigErrorsNameTheField(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `stress_relief.mode: must be "never", "monitor" or "always", got "sometimes"`)
 	assert.Contains(t, err.Error(), "stress_relief.deactivation_level: must be below activation_level (70), got 80")
+	assert.Contains(t, err.Error(), "stress_relief.recall.window: must be ≥ 0, got -1s")
+	assert.Contains(t, err.Error(), "stress_relief.recall.max_bytes: must be ≥ 0, got -1")
 	cfg := testConfig()
 	cfg.StressRelief.ActivationLevel = 150
 	err = confmap.Validate(cfg)

@@ -25,6 +25,10 @@ type counters struct {
 	relief [2]int64
 	// keyFolds counts traces booked under _other past baseline.max_keys.
 	keyFolds int64
+	// recalled counts spans relief dropped and a late error recalled;
+	// recallEvicted those let go unrecalled; recallBytes is what the
+	// hold keeps now.
+	recalled, recallEvicted, recallBytes int64
 }
 
 // ruleCounters are one rule's totals.
@@ -69,6 +73,9 @@ func (c *counters) add(o *counters) {
 	}
 	c.droppedTooEarly += o.droppedTooEarly
 	c.keyFolds += o.keyFolds
+	c.recalled += o.recalled
+	c.recallEvicted += o.recallEvicted
+	c.recallBytes += o.recallBytes
 	c.relief[0] += o.relief[0]
 	c.relief[1] += o.relief[1]
 	for i := range c.overflow {
@@ -89,6 +96,9 @@ func (c *counters) add(o *counters) {
 func (p *budgetTailSampler) tally() (c counters, traces, spans, bytes int64) {
 	for _, sh := range p.shards {
 		sh.mu.Lock()
+		if sh.recall != nil {
+			sh.counters.recallEvicted, sh.counters.recallBytes = sh.recall.Evicted, sh.recall.Bytes()
+		}
 		c.add(&sh.counters)
 		traces += int64(sh.Len())
 		spans += sh.Spans()
@@ -171,5 +181,8 @@ func (p *budgetTailSampler) observeRelief(o metric.Observer, c *counters) {
 		o.ObserveInt64(t.ReliefSpans, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("decision", traceinfo.DecisionNames[d]))))
 	}
 	o.ObserveInt64(t.ReliefActivations, r.Activations())
+	o.ObserveInt64(t.ReliefRecalled, c.recalled)
+	o.ObserveInt64(t.ReliefRecallEvicted, c.recallEvicted)
+	o.ObserveInt64(t.ReliefRecallBytes, c.recallBytes)
 	o.ObserveFloat64(t.ReliefProb, r.Probability().P)
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/recall"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
@@ -244,10 +246,31 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tra
 			sh.counters.countLate(traceinfo.Sampled, traceinfo.ReasonLateError, f.Spans, z.bytes)
 			sh.volumes.Book(late, z.vol, true, p.maxKeys)
 			out.AddLate(f.Encoded, th, f.Bytes+f.StampBytes)
+			p.recallDropped(sh, f, late, th, out)
 			return
 		}
 		sh.counters.overflow[traceinfo.ClassError]++
 	}
 	sh.counters.countLate(traceinfo.NotSampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
 	sh.volumes.Book(d, z.vol, false, p.maxKeys)
+	if sh.recall != nil && p.relief.Active() {
+		// Held too: the trace's error may come later still.
+		sh.recall.Hold(f.ID, recall.Fragment{Encoded: append([]byte(nil), f.Encoded...), Spans: f.Spans, Bytes: f.Bytes + f.StampBytes}, p.now().UnixNano())
+	}
+}
+
+// recallDropped sends on, with the late error's threshold, the fragments
+// of f's trace that relief dropped and still holds: the error trace leaves
+// whole. They are booked like the rest of the trace; spans_total counted
+// them once already (not_sampled, at arrival): they are counted in
+// recalled_spans only.
+func (p *budgetTailSampler) recallDropped(sh *shard, f *split.Fragment, d traceinfo.Decided, th sampling.Threshold, out *forward.Kept) {
+	if sh.recall == nil {
+		return
+	}
+	for _, r := range sh.recall.Recall(f.ID) {
+		sh.volumes.Book(d, p.unit.Volume(r.Spans, r.Bytes), true, p.maxKeys)
+		sh.counters.recalled += int64(r.Spans)
+		out.AddLate(r.Encoded, th, r.Bytes)
+	}
 }

@@ -33,6 +33,7 @@ var layers = map[string][]string{
 	"internal/forward":   {"internal/spanmem", "/internal/otlpwire", "/internal/otep235", "/internal/spanwalk"},
 	"internal/handoff":   {"internal/metadata", "internal/traceinfo", "/internal/ring"},
 	"internal/relief":    {"internal/traceinfo"},
+	"internal/recall":    nil,
 	"internal/rare":      nil,
 	"internal/red":       {"internal/metadata"},
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rare"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/recall"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/red"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
@@ -97,6 +98,9 @@ type shard struct {
 	fragments int64
 	// arrivals is what arrived since relief last measured.
 	arrivals relief.Arrivals
+	// recall holds the fragments relief dropped (nil without relief or
+	// with stress_relief.recall.window 0).
+	recall *recall.Store
 }
 
 // lookupIPs resolves a name for one address family ("ip4" or "ip6").
@@ -164,6 +168,15 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	p.adj.Start(p.now())
 	p.relief = relief.New(cfg.StressRelief, relief.Bounds{MaxTraces: int64(cfg.MaxTraces), MaxBytes: cfg.MaxBufferedBytes}, p.now())
 	p.reliefMeasured = p.now()
+	if rc := cfg.StressRelief.Recall; p.relief.Enabled() && rc.Window > 0 {
+		total := rc.MaxBytes
+		if total == 0 {
+			total = cfg.MaxBufferedBytes / 8
+		}
+		for _, sh := range p.shards {
+			sh.recall = recall.New(max(total/int64(n), 1), rc.Window.Nanoseconds())
+		}
+	}
 	for d := range p.reasonAttrs {
 		for r := range p.reasonAttrs[d] {
 			p.reasonAttrs[d][r] = metric.WithAttributeSet(attribute.NewSet(

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/recall"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
@@ -20,7 +21,9 @@ import (
 // remembered like a tail decision, so the trace's later fragments follow
 // it (and a later error flips it to kept) after relief has ended too.
 // Fragments of traces already buffered join them and are decided whole by
-// the tail, so the tail never keeps half a trace.
+// the tail, so the tail never keeps half a trace. The fragments relief
+// drops are held a while (stress_relief.recall): when an error arrives
+// later in the trace, it recalls them, and the error trace leaves whole.
 
 // decideAtArrival decides f at arrival if its trace is new to the shard;
 // it reports false, doing nothing, when the trace is buffered or decided
@@ -56,9 +59,15 @@ func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragmen
 	}
 	th := traceinfo.Downstream(f.InThreshold(), pr.P)
 	keep := !dropped && th.ShouldSample(f.Randomness(f.ID))
-	if keep {
+	var held []byte
+	switch {
+	case keep:
 		// Outside the lock; wasted only if the trace turns out known.
 		*scratch = req.AppendEncoding((*scratch)[:0], f)
+	case !dropped && sh.recall != nil:
+		// Held for a later error of the trace to recall (a copy: the
+		// request's encoding goes when the call returns).
+		held = req.AppendEncoding(make([]byte, 0, f.Bytes), f)
 	}
 	vol := p.unit.Volume(f.Spans, f.Bytes+f.StampBytes)
 
@@ -83,6 +92,9 @@ func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragmen
 		out.AddLate(*scratch, th, f.Bytes+f.StampBytes)
 	}
 	sh.Record(f.ID, dec, d, tracebuf.Known{}, false)
+	if held != nil {
+		sh.recall.Hold(f.ID, recall.Fragment{Encoded: held, Spans: f.Spans, Bytes: f.Bytes + f.StampBytes}, now.UnixNano())
+	}
 	if !dropped {
 		// Booked like a tail decision, so the policy keeps learning the
 		// traffic; a drop rule's traces stay outside the budget.
@@ -148,6 +160,9 @@ func (p *budgetTailSampler) measureRelief() {
 		sh.mu.Lock()
 		s := sh.arrivals
 		sh.arrivals = relief.Arrivals{}
+		if sh.recall != nil {
+			sh.recall.Expire(now.UnixNano())
+		}
 		sh.mu.Unlock()
 		a.Volume += s.Volume
 		a.ErrorVolume += s.ErrorVolume

@@ -38,7 +38,17 @@ func TestStressReliefHoldsTheBudgetAndKeepsEveryErrorSpan(t *testing.T) {
 	ts := newTestSampler(t, cfg)
 	r := newFleetRun(ts, workload.FleetOptions{ErrorShare: 0.02, HeadProbabilities: []float64{1, 1, 0.5}, Seed: 3}, 300)
 	sentErrors := map[pcommon.SpanID]bool{}
-	r.onSend = func(td ptrace.Traces) { errorSpans(td, sentErrors) }
+	sentSpans := map[pcommon.TraceID]int{}
+	errorTraces := map[pcommon.TraceID]bool{}
+	r.onSend = func(td ptrace.Traces) {
+		errorSpans(td, sentErrors)
+		spanwalk.Traces(td, func(_ ptrace.ResourceSpans, s ptrace.Span) {
+			sentSpans[s.TraceID()]++
+			if s.Status().Code() == ptrace.StatusCodeError {
+				errorTraces[s.TraceID()] = true
+			}
+		})
+	}
 	r.run(60)
 	kept := meanOf(r.keptAt[20:60])
 	offered := float64(r.sent) / 60
@@ -52,6 +62,7 @@ func TestStressReliefHoldsTheBudgetAndKeepsEveryErrorSpan(t *testing.T) {
 	late := ts.metric(metadata.MetricLateSpans)
 	assert.Equal(t, float64(r.sent), arrival+late, "every span decided at arrival or following its trace's decision")
 	assert.Equal(t, 1.0, ts.metric(metadata.MetricReliefActive, reasonAttr("always")))
+	recalled := ts.metric(metadata.MetricReliefRecalled)
 	r.finish()
 
 	keptErrors := map[pcommon.SpanID]bool{}
@@ -60,6 +71,18 @@ func TestStressReliefHoldsTheBudgetAndKeepsEveryErrorSpan(t *testing.T) {
 	}
 	require.Greater(t, len(sentErrors), 200)
 	assert.Equal(t, len(sentErrors), len(keptErrors), "every error span kept")
+	// Every error trace whole: the fragments relief dropped before the
+	// error arrived are recalled with it.
+	keptSpans := ts.keptSpans()
+	split := 0
+	for id := range errorTraces {
+		if len(keptSpans[id]) != sentSpans[id] {
+			split++
+		}
+	}
+	t.Logf("%d error traces, %d not whole; %.0f spans recalled", len(errorTraces), split, recalled)
+	assert.Zero(t, split, "every error trace kept whole")
+	assert.Positive(t, recalled, "by recalling what relief dropped")
 }
 
 // Relief's threshold comes from the budget and the measured arrivals,
@@ -224,8 +247,10 @@ func TestStressReliefNeverSplitsATraceBetweenTheTwoPaths(t *testing.T) {
 }
 
 // A trace dropped at arrival whose error comes in a later fragment is kept
-// from the error on, with the weight it arrived with; its later fragments
-// follow.
+// whole: the error recalls the fragment relief dropped and held
+// (stress_relief.recall), with the weight it arrived with; its later
+// fragments follow. Without the hold, the first fragment was lost: the
+// error trace left without its root.
 func TestStressReliefKeepsALateErrorAndWhatFollows(t *testing.T) {
 	cfg := testConfig()
 	cfg.StressRelief.Mode = relief.ModeAlways
@@ -248,7 +273,7 @@ func TestStressReliefKeepsALateErrorAndWhatFollows(t *testing.T) {
 	ts.send(after)
 
 	spans := ts.keptSpans()[id]
-	require.Len(t, spans, 2, "the error span and the one after it")
+	require.Len(t, spans, 3, "the fragment dropped before the error, the error span and the one after it")
 	for _, sp := range spans {
 		th, ok := thresholdOf(sp.TraceState().AsRaw())
 		require.True(t, ok)
@@ -257,6 +282,7 @@ func TestStressReliefKeepsALateErrorAndWhatFollows(t *testing.T) {
 	}
 	assert.Equal(t, 1.0, ts.metric(metadata.MetricReliefSpans, decisionAttr("not_sampled")))
 	assert.Equal(t, 1.0, ts.metric(metadata.MetricTraces, decisionAttr("sampled"), reasonAttr("late_error")))
+	assert.Equal(t, 1.0, ts.metric(metadata.MetricReliefRecalled))
 }
 
 // Rules match spans, so they apply at arrival: a drop rule drops what it

@@ -44,6 +44,9 @@ const (
 	MetricReliefSpans       = prefix + "stress_relief_spans"
 	MetricReliefActivations = prefix + "stress_relief_activations"
 	MetricReliefProbability = prefix + "stress_relief_probability"
+	MetricReliefRecalled    = prefix + "stress_relief_recalled_spans"
+	MetricReliefEvicted     = prefix + "stress_relief_recall_evicted_spans"
+	MetricReliefRecallBytes = prefix + "stress_relief_recall_bytes"
 	MetricKeyFolds          = prefix + "baseline_key_folds"
 	MetricREDRequests       = prefix + "red_requests"
 	MetricREDErrors         = prefix + "red_errors"
@@ -86,12 +89,17 @@ type Telemetry struct {
 	ReliefSpans       metric.Int64ObservableCounter
 	ReliefActivations metric.Int64ObservableCounter
 	ReliefProb        metric.Float64ObservableGauge
-	KeyFolds          metric.Int64ObservableCounter
-	DecisionLatency   metric.Float64Histogram
-	REDRequests       metric.Int64Counter
-	REDErrors         metric.Int64Counter
-	REDSpans          metric.Int64Counter
-	REDDuration       metric.Float64Histogram
+	// ReliefRecalled, ReliefRecallEvicted and ReliefRecallBytes are
+	// stress_relief.recall's.
+	ReliefRecalled      metric.Int64ObservableCounter
+	ReliefRecallEvicted metric.Int64ObservableCounter
+	ReliefRecallBytes   metric.Int64ObservableGauge
+	KeyFolds            metric.Int64ObservableCounter
+	DecisionLatency     metric.Float64Histogram
+	REDRequests         metric.Int64Counter
+	REDErrors           metric.Int64Counter
+	REDSpans            metric.Int64Counter
+	REDDuration         metric.Float64Histogram
 }
 
 // Observables lists the instruments the processor's callback observes.
@@ -100,7 +108,8 @@ func (t *Telemetry) Observables() []metric.Observable {
 		t.BufferedTraces, t.BufferedBytes, t.BufferedSpans, t.BudgetUtilization, t.EgressToBooked, t.BaselineProb, t.Peers, t.PriorityOverflow, t.ForwardFailed,
 		t.RuleTraces, t.RuleErrors, t.ServiceBaseline,
 		t.HandoffTraces, t.HandoffSpans, t.HandoffDecisions, t.HandoffProxied, t.HandoffFailed, t.RingMembers, t.RingChanges,
-		t.ReliefActive, t.ReliefLevel, t.ReliefSpans, t.ReliefActivations, t.ReliefProb, t.KeyFolds}
+		t.ReliefActive, t.ReliefLevel, t.ReliefSpans, t.ReliefActivations, t.ReliefProb,
+		t.ReliefRecalled, t.ReliefRecallEvicted, t.ReliefRecallBytes, t.KeyFolds}
 }
 
 // NewTelemetry creates the instruments on the collector's meter provider.
@@ -138,6 +147,9 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.ReliefLevel = b.Float64ObservableGauge(MetricReliefLevel, "Load levels stress relief watches, as fractions of their bounds, by signal (buffer_traces, buffer_bytes, arrival_rate: the buffer the arrival rate would fill, memory: Go heap over memory_limit_mib).", "1")
 	t.ReliefSpans = b.Int64ObservableCounter(MetricReliefSpans, "Spans of new traces decided at arrival by stress relief, by decision (sampled, not_sampled); later spans of those traces are late_spans.", "{span}")
 	t.ReliefActivations = b.Int64ObservableCounter(MetricReliefActivations, "Times stress relief started.", "{activation}")
+	t.ReliefRecalled = b.Int64ObservableCounter(MetricReliefRecalled, "Spans stress relief dropped at arrival and held (stress_relief.recall) that a later error of their trace recalled: sent on with the error, so the error trace leaves whole.", "{span}")
+	t.ReliefRecallEvicted = b.Int64ObservableCounter(MetricReliefEvicted, "Spans stress relief dropped and held that were let go unrecalled (older than stress_relief.recall.window, or no room in recall.max_bytes).", "{span}")
+	t.ReliefRecallBytes = b.Int64ObservableGauge(MetricReliefRecallBytes, "Bytes of dropped fragments stress relief holds for a late error to recall.", "By")
 	t.ReliefProb = b.Float64ObservableGauge(MetricReliefProbability, "Probability stress relief keeps a new trace's spans with (conditional on what arrived), from the budget share and the measured arrivals; errors are kept whatever it is.", "1")
 	t.DecisionLatency = b.Float64Histogram(MetricDecisionLatency, "Time from a trace's first span to its decision.", "s",
 		0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60)

@@ -35,6 +35,19 @@ type Config struct {
 	// that relief starts before memory_limiter refuses. 0 takes GOMEMLIMIT
 	// when it is set, else the memory level is not watched.
 	MemoryLimitMiB uint64 `mapstructure:"memory_limit_mib"`
+	// Recall holds the fragments relief drops for a while, so that an
+	// error arriving later in the trace recalls them: error traces stay
+	// whole under relief.
+	Recall RecallConfig `mapstructure:"recall"`
+}
+
+// RecallConfig is stress_relief.recall.
+type RecallConfig struct {
+	// Window is how long a dropped fragment is held; 0 holds none.
+	Window time.Duration `mapstructure:"window"`
+	// MaxBytes bounds the held encodings (over all shards); 0 is an
+	// eighth of max_buffered_bytes.
+	MaxBytes int64 `mapstructure:"max_bytes"`
 }
 
 // DefaultConfig is Refinery's levels and activation time.
@@ -45,6 +58,9 @@ func DefaultConfig() Config {
 		DeactivationLevel:           75,
 		MinimumActivationDuration:   10 * time.Second,
 		MinimumDeactivationDuration: time.Second,
+		// SDKs' batch processors export every 5 s at most (sooner when a
+		// batch fills): a trace's fragments arrive within it.
+		Recall: RecallConfig{Window: 6 * time.Second},
 	}
 }
 
@@ -70,6 +86,12 @@ func (c *Config) Check() []error {
 	}
 	if c.MinimumActivationDuration < 0 {
 		errs = append(errs, fmt.Errorf("stress_relief.minimum_activation_duration: must be ≥ 0, got %v", c.MinimumActivationDuration))
+	}
+	if c.Recall.Window < 0 {
+		errs = append(errs, fmt.Errorf("stress_relief.recall.window: must be ≥ 0, got %v", c.Recall.Window))
+	}
+	if c.Recall.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("stress_relief.recall.max_bytes: must be ≥ 0, got %d", c.Recall.MaxBytes))
 	}
 	if c.MinimumDeactivationDuration < 0 {
 		errs = append(errs, fmt.Errorf("stress_relief.minimum_deactivation_duration: must be ≥ 0, got %v", c.MinimumDeactivationDuration))
