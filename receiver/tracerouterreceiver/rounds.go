@@ -109,5 +109,7 @@ func (r *routerReceiver) encode() {
 	}
 }
 
-// partCharge is what a part holds while it waits and is sent.
-func partCharge(p *traceroute.Part) int64 { return int64(cap(p.Bytes)) }
+// partCharge is what a part holds while it waits and is sent: its
+// encoding (a pooled buffer may be larger; the pool's slack is bounded by
+// the sends at once).
+func partCharge(p *traceroute.Part) int64 { return int64(len(p.Bytes)) }

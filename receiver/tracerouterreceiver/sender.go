@@ -53,6 +53,8 @@ type sender struct {
 	// failures since the last answered send; heldUntil ends the hold-off.
 	failures  int
 	heldUntil time.Time
+	// spillUntil: parts go down the pipeline without waiting for room.
+	spillUntil time.Time
 	mu        sync.Mutex
 	ended     bool
 }
@@ -61,8 +63,19 @@ func newSenders(r *routerReceiver) *senders {
 	return &senders{r: r, byName: map[string]*sender{}}
 }
 
+// queueWait is how long a round waits for room in a busy sampler's queue
+// before its part goes down the pipeline instead: a burst is absorbed
+// (the pipeline's path decodes and encodes again, several times the cost),
+// a slow sampler costs a round at most this once a second (spilled).
+const queueWait = 200 * time.Millisecond
+
+// spillFor is how long after a part found no room a sampler's next parts
+// go down the pipeline without waiting.
+const spillFor = time.Second
+
 // enqueue gives p to its sampler's sender; a part its sampler is held off
-// for, or whose sampler's queue is full, goes down the pipeline instead.
+// for, or whose sampler's queue stays full, goes down the pipeline
+// instead.
 func (ss *senders) enqueue(ctx context.Context, p *traceroute.Part) {
 	ss.mu.Lock()
 	s := ss.byName[p.Sampler]
@@ -73,7 +86,8 @@ func (ss *senders) enqueue(ctx context.Context, p *traceroute.Part) {
 		ss.running.Add(1)
 		go ss.run(s)
 	}
-	held, queuedOK := s.heldOff(time.Now()), false
+	now := time.Now()
+	held, queuedOK := s.heldOff(now), false
 	if !held {
 		// Under ss.mu: a sender ends (closing its queue) under it too.
 		select {
@@ -84,13 +98,27 @@ func (ss *senders) enqueue(ctx context.Context, p *traceroute.Part) {
 	}
 	ss.mu.Unlock()
 	switch {
+	case queuedOK:
+		return
 	case held:
 		ss.r.tel.ToPipeline.Add(ctx, int64(p.Spans), ss.r.causes[causeHeldOff])
 		ss.r.giveBack(ctx, p)
-	case !queuedOK:
-		ss.r.tel.ToPipeline.Add(ctx, int64(p.Spans), ss.r.causes[causeQueueFull])
-		ss.r.giveBack(ctx, p)
+		return
 	}
+	if !s.spilling(now) {
+		// A full queue is not closed by its sender (it ends only once
+		// idle and empty), nor at shutdown before the rounds are done.
+		t := time.NewTimer(queueWait)
+		defer t.Stop()
+		select {
+		case s.queue <- queued{ctx: ctx, part: p}:
+			return
+		case <-t.C:
+		}
+	}
+	s.spilled(time.Now())
+	ss.r.tel.ToPipeline.Add(ctx, int64(p.Spans), ss.r.causes[causeQueueFull])
+	ss.r.giveBack(ctx, p)
 }
 
 // run sends s's parts, num_workers at once, until its queue is closed, or
@@ -164,6 +192,18 @@ func (s *sender) failed(now time.Time) {
 	s.failures++
 	d := holdOffBase << min(s.failures-1, 4)
 	s.heldUntil = now.Add(min(d, holdOffMax))
+}
+
+func (s *sender) spilling(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return now.Before(s.spillUntil)
+}
+
+func (s *sender) spilled(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spillUntil = now.Add(spillFor)
 }
 
 func (s *sender) answered() {
