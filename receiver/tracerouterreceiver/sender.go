@@ -55,8 +55,8 @@ type sender struct {
 	heldUntil time.Time
 	// spillUntil: parts go down the pipeline without waiting for room.
 	spillUntil time.Time
-	mu        sync.Mutex
-	ended     bool
+	mu         sync.Mutex
+	ended      bool
 }
 
 func newSenders(r *routerReceiver) *senders {
