@@ -56,7 +56,6 @@ type sender struct {
 	// spillUntil: parts go down the pipeline without waiting for room.
 	spillUntil time.Time
 	mu         sync.Mutex
-	ended      bool
 }
 
 func newSenders(r *routerReceiver) *senders {
