@@ -3,6 +3,7 @@ package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-c
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"net"
 	"runtime"
 	"runtime/debug"
@@ -103,6 +104,18 @@ type shard struct {
 	recall *recall.Store
 }
 
+// reliefHeapLimit is the heap relief's memory level is measured against:
+// memory_limit_mib, else GOMEMLIMIT when set; 0 when neither is.
+func reliefHeapLimit(mib uint64) int64 {
+	if mib > 0 {
+		return int64(mib) << 20
+	}
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		return l
+	}
+	return 0
+}
+
 // lookupIPs resolves a name for one address family ("ip4" or "ip6").
 type lookupIPs func(ctx context.Context, network, host string) ([]net.IP, error)
 
@@ -171,7 +184,12 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	if rc := cfg.StressRelief.Recall; p.relief.Enabled() && rc.Window > 0 {
 		total := rc.MaxBytes
 		if total == 0 {
+			// Held while the sampler is short of memory: an eighth of
+			// the buffer, and of the heap relief watches.
 			total = cfg.MaxBufferedBytes / 8
+			if heap := reliefHeapLimit(cfg.StressRelief.MemoryLimitMiB); heap > 0 {
+				total = min(total, heap/8)
+			}
 		}
 		for _, sh := range p.shards {
 			sh.recall = recall.New(max(total/int64(n), 1), rc.Window.Nanoseconds())
