@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -339,6 +340,15 @@ func (r *router) Encode(splits []traceroute.Split) []*traceroute.Part {
 func (r *router) encodeGroup(out []*traceroute.Part, rt *routes, group []traceroute.Split) []*traceroute.Part {
 	maxBytes := r.cfg.Protocol.OTLP.MaxRequestBytes
 	for e, b := range rt.backends {
+		// Room for the member's share of every request, estimated by
+		// spans, so that appending rarely grows the buffer.
+		estimate := 0
+		for _, s := range group {
+			sp := s.(*split)
+			if n := sp.Spans(); n > 0 && sp.parts.spans[e] > 0 {
+				estimate += len(sp.idx.Bytes())*sp.parts.spans[e]/n + 256
+			}
+		}
 		var p *traceroute.Part
 		for _, s := range group {
 			sp := s.(*split)
@@ -351,13 +361,18 @@ func (r *router) encodeGroup(out []*traceroute.Part, rt *routes, group []tracero
 				firsts = sp.idx.Cut(first, maxBytes)
 			}
 			for _, f := range firsts {
-				size := sp.idx.EncodedSize(f)
+				// A part of a request is at most the request: sized
+				// exactly only when that bound could overflow.
+				size := len(sp.idx.Bytes())
+				if p != nil && len(p.Bytes)+size > maxBytes {
+					size = sp.idx.EncodedSize(f)
+				}
 				if p != nil && len(p.Bytes)+size > maxBytes {
 					out = append(out, p)
 					p = nil
 				}
 				if p == nil {
-					p = &traceroute.Part{Sampler: b.endpoint, Backend: b, Bytes: r.buffer(min(size, maxBytes))}
+					p = &traceroute.Part{Sampler: b.endpoint, Backend: b, Bytes: r.buffer(min(max(estimate, size), maxBytes))}
 				}
 				p.Bytes = sp.idx.AppendEncoding(p.Bytes, f)
 				p.Spans += sp.idx.ChainSpans(f)
@@ -374,10 +389,11 @@ func (r *router) encodeGroup(out []*traceroute.Part, rt *routes, group []tracero
 	return out
 }
 
-// buffer is an empty buffer for a part, from the pool when one is there.
+// buffer is an empty buffer of room for size bytes, from the pool when
+// one is there.
 func (r *router) buffer(size int) []byte {
 	if bp, ok := r.buffers.Get().(*[]byte); ok && bp != nil {
-		return (*bp)[:0]
+		return slices.Grow((*bp)[:0], size)
 	}
 	return make([]byte, 0, size)
 }

@@ -201,11 +201,76 @@ func checkField(buf []byte, pos int, m *message, depth int) (int, error) {
 			return -1, fmt.Errorf("%w: %s field %d: an ID of %d bytes (want %d)", ErrInvalid, m.name, num, length, r.size)
 		}
 	case kindMsg:
-		if err := checkMessage(buf[:end], body, r.msg, depth+1); err != nil {
+		check := checkMessage
+		if r.msg == &keyValueMsg {
+			check = checkKeyValue
+		}
+		if err := check(buf[:end], body, r.msg, depth+1); err != nil {
 			return -1, err
 		}
 	}
 	return end, nil
+}
+
+// consumeLen reads a length-delimited field's length at buf[pos:] and
+// returns where its body starts and ends (-1: past the record).
+func consumeLen(buf []byte, pos int) (body, end int) {
+	var n uint64
+	if pos < len(buf) && buf[pos] < 0x80 {
+		n, body = uint64(buf[pos]), pos+1
+	} else if n, body = consumeVarint(buf, pos); body < 0 {
+		return -1, -1
+	}
+	if int(n) < 0 || uint64(len(buf)-body) < n {
+		return -1, -1
+	}
+	return body, body + int(n)
+}
+
+// checkKeyValue is checkMessage for a KeyValue, the commonest message
+// (every attribute): a key and a value of one string, bool, int or double
+// are checked inline; anything else goes field by field.
+func checkKeyValue(buf []byte, pos int, m *message, depth int) error {
+	if depth > MaxNesting {
+		return fmt.Errorf("%w: values nested deeper than %d levels", ErrInvalid, MaxNesting)
+	}
+	for pos < len(buf) {
+		switch buf[pos] {
+		case 0x0a: // key
+			if _, end := consumeLen(buf, pos+1); end >= 0 {
+				pos = end
+				continue
+			}
+		case 0x12: // value: an AnyValue of one scalar or string field
+			if b, end := consumeLen(buf, pos+1); end >= 0 && b < end && anyValueScalar(buf[b:end]) {
+				pos = end
+				continue
+			}
+		}
+		end, err := checkField(buf, pos, m, depth)
+		if err != nil {
+			return err
+		}
+		pos = end
+	}
+	return nil
+}
+
+// anyValueScalar reports whether v, an AnyValue's body, is exactly one
+// string, bool, int or double field (what pdata decodes); false when it
+// is anything else, which checkMessage then judges.
+func anyValueScalar(v []byte) bool {
+	switch v[0] {
+	case 0x0a: // string_value
+		_, end := consumeLen(v, 1)
+		return end == len(v)
+	case 0x10, 0x18: // bool_value, int_value
+		_, end := consumeVarint(v, 1)
+		return end == len(v)
+	case 0x21: // double_value
+		return len(v) == 9
+	}
+	return false
 }
 
 // checkMessage checks the body buf[from:] of a message m.
