@@ -253,7 +253,7 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tra
 	}
 	sh.counters.countLate(traceinfo.NotSampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
 	sh.volumes.Book(d, z.vol, false, p.maxKeys)
-	if sh.recall != nil && p.relief.Active() {
+	if sh.recall != nil && p.relief.Active() && !p.recallPaused.Load() {
 		// Held too: the trace's error may come later still.
 		sh.recall.Hold(f.ID, recall.Fragment{Encoded: append([]byte(nil), f.Encoded...), Spans: f.Spans, Bytes: f.Bytes + f.StampBytes}, p.now().UnixNano())
 	}

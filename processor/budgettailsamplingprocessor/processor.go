@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -69,6 +70,9 @@ type budgetTailSampler struct {
 	handoff *handoff.Handoff
 
 	relief *relief.Controller
+	// recallPaused: the heap is past relief's activation level, and
+	// relief holds nothing for recall.
+	recallPaused atomic.Bool
 	// reliefMeasured is when relief last measured the arrivals.
 	reliefMeasured time.Time
 	// goMemLimit is the Go memory limit before relief lowered it (0: it

@@ -64,7 +64,7 @@ func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragmen
 	case keep:
 		// Outside the lock; wasted only if the trace turns out known.
 		*scratch = req.AppendEncoding((*scratch)[:0], f)
-	case !dropped && sh.recall != nil:
+	case !dropped && sh.recall != nil && !p.recallPaused.Load():
 		// Held for a later error of the trace to recall (a copy: the
 		// request's encoding goes when the call returns).
 		held = req.AppendEncoding(make([]byte, 0, f.Bytes), f)
@@ -122,6 +122,26 @@ func (p *budgetTailSampler) countArrival(sh *shard, f *split.Fragment, vol float
 	}
 }
 
+// pauseRecallOnMemory lets go what relief holds for recall, and holds no
+// more, while the heap is past relief's activation level: the hold is heap,
+// and memory_limiter refuses past it (in TestE2EOverloadStressRelief, 40
+// MiB, relief starting at 36, a hold of up to 5 MiB refused 30k spans in
+// one run of nine).
+func (p *budgetTailSampler) pauseRecallOnMemory() {
+	if p.shards[0].recall == nil {
+		return
+	}
+	high := p.relief.Levels()[relief.SignalMemory]*100 >= p.cfg.StressRelief.ActivationLevel
+	if p.recallPaused.Swap(high) || !high {
+		return
+	}
+	for _, sh := range p.shards {
+		sh.mu.Lock()
+		sh.recall.Clear()
+		sh.mu.Unlock()
+	}
+}
+
 // reliefLevelInterval is how often relief reads the load levels: a
 // fraction of memory_limiter's check interval (1 s in the shipped configs),
 // so that relief starts first.
@@ -134,7 +154,9 @@ const reliefMeasureInterval = time.Second
 func (p *budgetTailSampler) updateRelief() {
 	traces := float64(p.totals.Traces()) / float64(p.cfg.MaxTraces)
 	bytes := float64(p.totals.Bytes()) / float64(p.cfg.MaxBufferedBytes)
-	if !p.relief.Update(p.now(), traces, bytes) {
+	switched := p.relief.Update(p.now(), traces, bytes)
+	p.pauseRecallOnMemory()
+	if !switched {
 		return
 	}
 	lv := p.relief.Levels()

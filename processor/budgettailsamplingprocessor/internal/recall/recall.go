@@ -84,6 +84,13 @@ func (s *Store) Recall(id pcommon.TraceID) []Fragment {
 	return out
 }
 
+// Clear lets go everything held (counted).
+func (s *Store) Clear() {
+	for s.head < len(s.queue) {
+		s.evictOldest()
+	}
+}
+
 // Expire lets go what was held longer than the window.
 func (s *Store) Expire(now int64) {
 	for s.head < len(s.queue) && (s.queue[s.head].gone || now-s.queue[s.head].at > s.window) {

@@ -53,3 +53,16 @@ func TestHoldLetsGoWhatIsOlderThanItsWindow(t *testing.T) {
 	assert.Equal(t, int64(1), s.Evicted)
 	assert.Empty(t, s.Recall(pcommon.TraceID{1}))
 }
+
+// Clear lets everything go, counted.
+func TestClearLetsEverythingGo(t *testing.T) {
+	s := New(1000, 1<<40)
+	s.Hold(pcommon.TraceID{1}, frag(10, 1), 0)
+	s.Hold(pcommon.TraceID{2}, frag(10, 2), 1)
+	s.Clear()
+	assert.Zero(t, s.Bytes())
+	assert.Equal(t, int64(3), s.Evicted)
+	assert.Empty(t, s.Recall(pcommon.TraceID{1}))
+	s.Hold(pcommon.TraceID{3}, frag(10, 1), 2)
+	assert.Len(t, s.Recall(pcommon.TraceID{3}), 1, "held again after")
+}
