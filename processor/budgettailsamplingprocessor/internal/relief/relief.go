@@ -274,10 +274,6 @@ func (h heapReader) read() uint64 {
 	return h.sample[0].Value.Uint64()
 }
 
-// goMemLimitHeadroom is how far below memory_limit_mib relief sets the Go
-// memory limit.
-const goMemLimitHeadroom = 0.1
-
 // SetGoMemoryLimit lowers the Go runtime's memory limit (GOMEMLIMIT) to the
 // memory level's bound when it is higher, so that the garbage collector
 // collects before the heap allocated reaches memory_limiter's soft limit:
@@ -288,12 +284,7 @@ func (c *Controller) SetGoMemoryLimit() (previous int64, changed bool) {
 	if c.cfg.MemoryLimitMiB == 0 || c.cfg.Mode == ModeNever {
 		return previous, false
 	}
-	// Below memory_limit_mib by goMemLimitHeadroom: the Go limit counts
-	// the whole runtime and the collector reads the heap between
-	// collections; at the limit itself, the heap memory_limiter reads
-	// passed its soft limit in bursts (TestE2EOverloadStressRelief: 2 runs
-	// of 10 refused 11k-17k spans with relief on).
-	want := int64(float64(c.cfg.MemoryLimitMiB<<20) * (1 - goMemLimitHeadroom))
+	want := int64(c.cfg.MemoryLimitMiB << 20)
 	if want >= previous {
 		return previous, false
 	}

@@ -191,13 +191,11 @@ func TestStressReliefLowersTheGoMemoryLimit(t *testing.T) {
 	prev, changed := New(cfg, Bounds{}, t0).SetGoMemoryLimit()
 	assert.True(t, changed)
 	assert.Equal(t, int64(1<<40), prev)
-	full := float64(1 << 39)
-	lowered := int64(full * (1 - goMemLimitHeadroom))
-	assert.Equal(t, lowered, debug.SetMemoryLimit(-1), "memory_limit_mib less the headroom")
+	assert.Equal(t, int64(1<<39), debug.SetMemoryLimit(-1))
 	cfg.MemoryLimitMiB = 1 << 20 // 1 TiB: above the limit now, left alone
 	_, changed = New(cfg, Bounds{}, t0).SetGoMemoryLimit()
 	assert.False(t, changed)
-	assert.Equal(t, lowered, debug.SetMemoryLimit(-1))
+	assert.Equal(t, int64(1<<39), debug.SetMemoryLimit(-1))
 	cfg.Mode, cfg.MemoryLimitMiB = ModeNever, 1
 	_, changed = New(cfg, Bounds{}, t0).SetGoMemoryLimit()
 	assert.False(t, changed, "never: no relief, no memory limit")
