@@ -413,7 +413,7 @@ func (w *Index) Cut(first int32, maxBytes int) []int32 {
 			}
 			w.spans[prev].next = -1
 			firsts = append(firsts, s)
-			size, rs, ss = 0, -1, -1
+			size = 0
 			add = w.spans[s].Len() + w.rs[w.rsOf(s)].head.Len() + w.rs[w.rsOf(s)].tail.Len() + header +
 				w.ss[w.spans[s].ss].head.Len() + w.ss[w.spans[s].ss].tail.Len() + header
 		}

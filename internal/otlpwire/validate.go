@@ -185,7 +185,7 @@ func checkField(buf []byte, pos int, m *message, depth int) (int, error) {
 		return -1, fmt.Errorf("%w: %s field %d: illegal wire type %d", ErrInvalid, m.name, num, typ)
 	}
 	var length uint64
-	body := pos
+	var body int
 	if pos < len(buf) && buf[pos] < 0x80 {
 		length, body = uint64(buf[pos]), pos+1
 	} else {
