@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configcompression"
 	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -36,6 +37,20 @@ func counterTotal(t *testing.T, tel *componenttest.Telemetry, name string) int64
 	return n
 }
 
+// startUnqueued starts the exporter of cfg without its queue: what a
+// sampler does not take is the caller's error.
+func startUnqueued(t *testing.T, cfg *Config) (exporter.Traces, *componenttest.Telemetry) {
+	t.Helper()
+	cfg.QueueSettings = configoptional.None[exporterhelper.QueueBatchConfig]()
+	require.NoError(t, cfg.Validate())
+	set, tel := telemetrySettings(t)
+	exp, err := NewFactory().CreateTraces(context.Background(), set, cfg)
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+	return exp, tel
+}
+
 // A request larger than the samplers take is cut: every request a sampler
 // receives is at most max_request_bytes, and every span arrives. Uncut,
 // the samplers (whose gRPC limit is that size) refused it whole.
@@ -50,14 +65,8 @@ func TestPartsAreCutAtMaxRequestBytes(t *testing.T) {
 	}
 	cfg := testConfig(addrs, configcompression.TypeZstd)
 	cfg.Protocol.OTLP.MaxRequestBytes = limit
-	cfg.QueueSettings = configoptional.None[exporterhelper.QueueBatchConfig]()
 	cfg.BackOffConfig.Enabled = false
-	require.NoError(t, cfg.Validate())
-	set, _ := telemetrySettings(t)
-	exp, err := NewFactory().CreateTraces(context.Background(), set, cfg)
-	require.NoError(t, err)
-	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+	exp, _ := startUnqueued(t, cfg)
 
 	// One resource, many traces: about 600 KiB, each sampler's share
 	// several times the limit.
@@ -92,13 +101,7 @@ func TestPartialSuccessIsCounted(t *testing.T) {
 	sinks, addrs := otlptest.StartN(t, 1)
 	sinks[0].Reject.Store(2)
 	cfg := testConfig(addrs, configcompression.TypeZstd)
-	cfg.QueueSettings = configoptional.None[exporterhelper.QueueBatchConfig]()
-	require.NoError(t, cfg.Validate())
-	set, tel := telemetrySettings(t)
-	exp, err := NewFactory().CreateTraces(context.Background(), set, cfg)
-	require.NoError(t, err)
-	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+	exp, tel := startUnqueued(t, cfg)
 	sent := sendUnique(t, exp, rand.New(rand.NewPCG(5, 6)), 10)
 	calls := sinks[0].Calls()
 	assert.Equal(t, 2*calls, counterTotal(t, tel, metadata.MetricRejected))
@@ -146,17 +149,11 @@ func TestASendEndsAtItsTimeout(t *testing.T) {
 	sinks[0].Delay.Store(int64(time.Minute))
 	cfg := testConfig(addrs, configcompression.TypeZstd)
 	cfg.Protocol.OTLP.Timeout = 300 * time.Millisecond
-	cfg.QueueSettings = configoptional.None[exporterhelper.QueueBatchConfig]()
 	cfg.BackOffConfig.Enabled = false
-	require.NoError(t, cfg.Validate())
-	set, _ := telemetrySettings(t)
-	exp, err := NewFactory().CreateTraces(context.Background(), set, cfg)
-	require.NoError(t, err)
-	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+	exp, _ := startUnqueued(t, cfg)
 	var n uint64
 	start := time.Now()
-	err = exp.ConsumeTraces(context.Background(), uniqueRequest(rand.New(rand.NewPCG(1, 1)), &n))
+	err := exp.ConsumeTraces(context.Background(), uniqueRequest(rand.New(rand.NewPCG(1, 1)), &n))
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
