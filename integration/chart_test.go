@@ -424,3 +424,28 @@ func TestChartAdaptsAndKeepsSecrets(t *testing.T) {
 		}
 	}
 }
+
+// One value sizes the requests between the tiers: the samplers take what
+// the gateway cuts its requests to (maxRequestMiB), so the gateway never
+// sends what a sampler's gRPC server refuses.
+func TestChartSizesRequestsBetweenTheTiersFromOneValue(t *testing.T) {
+	for mib, want := range map[string]string{"4": "4194304", "16": "16777216"} {
+		r := renderChart(t, []string{"--set", "backend.endpoint=tempo:4317", "--set", "maxRequestMiB=" + mib})
+		var sampler, gateway struct {
+			Receivers map[string]struct {
+				Protocols struct {
+					GRPC map[string]any `yaml:"grpc"`
+				} `yaml:"protocols"`
+			} `yaml:"receivers"`
+			Exporters map[string]struct {
+				Protocol struct {
+					OTLP map[string]any `yaml:"otlp"`
+				} `yaml:"protocol"`
+			} `yaml:"exporters"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(r.configs["cost-otelcol-cost-sampler"]), &sampler))
+		require.NoError(t, yaml.Unmarshal([]byte(r.configs["cost-otelcol-cost-gateway"]), &gateway))
+		assert.Equal(t, mib, fmt.Sprint(sampler.Receivers["otlp"].Protocols.GRPC["max_recv_msg_size_mib"]), "the samplers' limit")
+		assert.Equal(t, want, fmt.Sprint(gateway.Exporters["trace_router"].Protocol.OTLP["max_request_bytes"]), "what the gateway cuts to")
+	}
+}
