@@ -339,13 +339,17 @@ func (r *router) Encode(splits []traceroute.Split) []*traceroute.Part {
 
 func (r *router) encodeGroup(out []*traceroute.Part, rt *routes, group []traceroute.Split) []*traceroute.Part {
 	maxBytes := r.cfg.Protocol.OTLP.MaxRequestBytes
+	total := make([]int, len(group)) // each split's spans, summed once
+	for i, s := range group {
+		total[i] = s.Spans()
+	}
 	for e, b := range rt.backends {
 		// Room for the member's share of every request, estimated by
 		// spans, so that appending rarely grows the buffer.
 		estimate := 0
-		for _, s := range group {
+		for i, s := range group {
 			sp := s.(*split)
-			if n := sp.Spans(); n > 0 && sp.parts.spans[e] > 0 {
+			if n := total[i]; n > 0 && sp.parts.spans[e] > 0 {
 				estimate += len(sp.idx.Bytes())*sp.parts.spans[e]/n + 256
 			}
 		}
@@ -375,7 +379,11 @@ func (r *router) encodeGroup(out []*traceroute.Part, rt *routes, group []tracero
 					p = &traceroute.Part{Sampler: b.endpoint, Backend: b, Bytes: r.buffer(min(max(estimate, size), maxBytes))}
 				}
 				p.Bytes = sp.idx.AppendEncoding(p.Bytes, f)
-				p.Spans += sp.idx.ChainSpans(f)
+				if len(firsts) == 1 {
+					p.Spans += sp.parts.spans[e] // counted when split
+				} else {
+					p.Spans += sp.idx.ChainSpans(f)
+				}
 				p.Ends = append(p.Ends, len(p.Bytes))
 			}
 		}
