@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
@@ -83,7 +84,13 @@ type Config struct {
 	// StressRelief decides new traces at arrival while the sampler is
 	// overloaded, instead of buffering them (see relief.go).
 	StressRelief StressReliefConfig `mapstructure:"stress_relief"`
+	// Durable writes the buffer ahead to disk before acknowledging, and
+	// replays it on start (see durable.go).
+	Durable DurableConfig `mapstructure:"durable"`
 }
+
+// DurableConfig is the buffer's write-ahead log (internal/durable).
+type DurableConfig = durable.Config
 
 // BaselineConfig is the baseline's fairness key and its bound.
 type BaselineConfig struct {
@@ -193,6 +200,7 @@ func createDefaultConfig() *Config {
 		REDMetrics:   REDMetricsConfig{Enabled: true, MaxKeys: 1000},
 		Handoff:      defaultHandoffConfig(),
 		StressRelief: relief.DefaultConfig(),
+		Durable:      durable.DefaultConfig(),
 	}
 }
 
@@ -307,6 +315,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Budget.Check()...)
 	errs = append(errs, c.Handoff.Check(c.Budget.PeersDNS)...)
 	errs = append(errs, c.StressRelief.Check()...)
+	errs = append(errs, c.Durable.Check()...)
 	if _, err := rules.Compile(c.Rules, component.TelemetrySettings{Logger: zap.NewNop()}); err != nil {
 		errs = append(errs, err)
 	}

@@ -29,6 +29,9 @@ type counters struct {
 	// recallEvicted those let go unrecalled; recallBytes is what the
 	// hold keeps now.
 	recalled, recallEvicted, recallBytes int64
+	// shed counts spans of traces decided early because the heap was past
+	// relief's activation level (shedOnMemory).
+	shed int64
 }
 
 // ruleCounters are one rule's totals.
@@ -74,6 +77,7 @@ func (c *counters) add(o *counters) {
 	c.droppedTooEarly += o.droppedTooEarly
 	c.keyFolds += o.keyFolds
 	c.recalled += o.recalled
+	c.shed += o.shed
 	c.recallEvicted += o.recallEvicted
 	c.recallBytes += o.recallBytes
 	c.relief[0] += o.relief[0]
@@ -160,6 +164,12 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 	}
 	o.ObserveInt64(t.KeyFolds, folds)
 	p.observeRelief(o, &c)
+	if p.wal != nil {
+		o.ObserveInt64(t.DurableBytes, p.wal.log.Size())
+		o.ObserveInt64(t.DurableReplayed, p.wal.replayed.Load())
+		o.ObserveInt64(t.DurableCorrupt, p.wal.log.Corrupt())
+		o.ObserveInt64(t.DurableFailures, p.wal.log.Failures())
+	}
 	if p.handoff != nil {
 		p.handoff.Observe(t, o)
 	}
@@ -182,6 +192,7 @@ func (p *budgetTailSampler) observeRelief(o metric.Observer, c *counters) {
 	}
 	o.ObserveInt64(t.ReliefActivations, r.Activations())
 	o.ObserveInt64(t.ReliefRecalled, c.recalled)
+	o.ObserveInt64(t.ReliefShed, c.shed)
 	o.ObserveInt64(t.ReliefRecallEvicted, c.recallEvicted)
 	o.ObserveInt64(t.ReliefRecallBytes, c.recallBytes)
 	o.ObserveFloat64(t.ReliefProb, r.Probability().P)

@@ -41,6 +41,7 @@ func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 const decideRun = 64
 
 func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, now time.Time) {
+	defer p.holdForwarding()()
 	var out forward.Kept
 	for _, sh := range shards {
 		sh.mu.Lock()
@@ -71,7 +72,7 @@ func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, n
 		sh.Flush()
 		sh.mu.Unlock()
 	}
-	p.fwd.Forward(ctx, &out)
+	p.forward(ctx, &out)
 }
 
 // decideOrPassOn decides a trace whose wait is over, unless the ring gives
@@ -80,6 +81,9 @@ func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, n
 // decides only traces it owns, so a late fragment finds the decision where
 // the gateways send it.
 func (p *budgetTailSampler) decideOrPassOn(sh *shard, t *tracebuf.Trace, now time.Time, out *forward.Kept) {
+	// A trace passed on is not marked in the durable log: the send is
+	// queued, and a restart that replays it sends it again rather than
+	// lose it.
 	if p.handoff != nil && p.passOn(sh, t, true) {
 		return
 	}
@@ -104,6 +108,7 @@ func (p *budgetTailSampler) expired(t *tracebuf.Trace, now time.Time) bool {
 // kept at T_out = P2T(p · T2P(T_in)) (OTEP 235).
 func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, cause traceinfo.Reason, out *forward.Kept) {
 	sh.Remove(t)
+	p.noteLeft(t.ID, out)
 	resident := p.since(now, t.Arrived)
 	sh.arrivals.Decided++
 	sh.arrivals.Resident += resident

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
@@ -136,8 +137,15 @@ func (p *budgetTailSampler) receive(ctx context.Context, td ptrace.Traces, from 
 		return
 	}
 	defer req.Release()
+	defer p.holdForwarding()()
 	var out forward.Kept
 	var encoded, scratch []byte
+	var logged *durable.Batch
+	var loggedIDs []pcommon.TraceID
+	if p.wal != nil {
+		logged = p.wal.log.NewBatch()
+		defer p.wal.log.Free(logged)
+	}
 	sl := p.newSlab(req)
 	for i := range req.Frags {
 		f := &req.Frags[i]
@@ -150,8 +158,17 @@ func (p *budgetTailSampler) receive(ctx context.Context, td ptrace.Traces, from 
 		in := p.encode(req, f, sl, &encoded)
 		chunk := spanmem.Chunk{Data: p.codec.Store(f.Encoded, &scratch), Slab: in}
 		sh.mu.Lock()
-		p.ingest(sh, f, chunk, a, &out)
+		buffered := p.ingest(sh, f, chunk, a, &out)
 		sh.mu.Unlock()
+		if buffered && logged != nil {
+			// Logged with the arrival it came with, no later than the
+			// trace's: the segment is kept while the trace is buffered.
+			logged.AddFragment(f.ID, a.at.UnixNano(), f.Encoded)
+			loggedIDs = append(loggedIDs, f.ID)
+		}
+	}
+	if logged != nil && logged.Len() > 0 {
+		p.commitRequest(logged, loggedIDs, now, &out)
 	}
 	p.totals.LetGo(sl)
 	for id, rec := range records {
@@ -164,7 +181,7 @@ func (p *budgetTailSampler) receive(ctx context.Context, td ptrace.Traces, from 
 		sh.mu.Unlock()
 	}
 	p.enforceBounds(now, &out)
-	p.fwd.Forward(ctx, &out)
+	p.forward(ctx, &out)
 }
 
 // adoptDecision records a decision made by the trace's previous owner

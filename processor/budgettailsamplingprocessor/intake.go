@@ -5,9 +5,11 @@ import (
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/recall"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
@@ -18,14 +20,33 @@ import (
 )
 
 // ConsumeTraces splits the request into per-trace fragments and buffers
-// them; late spans of decided traces follow their decision at once.
+// them; late spans of decided traces follow their decision at once. With
+// durable on, what it buffered is in the log when it returns.
 func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	return p.consume(ctx, td, time.Time{})
+}
+
+// consume is ConsumeTraces; replayedAt, when set, is when td (read back
+// from the log) arrived before a restart: it arrives then, and is not
+// written again.
+func (p *budgetTailSampler) consume(ctx context.Context, td ptrace.Traces, replayedAt time.Time) error {
 	req, err := p.splitRequest(td)
 	if err != nil {
 		return err
 	}
 	defer req.Release()
+	defer p.holdForwarding()()
 	now := p.now()
+	arrived := arrivedNow(now)
+	if !replayedAt.IsZero() {
+		arrived = arrivedNow(replayedAt)
+	}
+	var logged *durable.Batch
+	var loggedIDs []pcommon.TraceID
+	if p.wal != nil && replayedAt.IsZero() {
+		logged = p.wal.log.NewBatch()
+		defer p.wal.log.Free(logged)
+	}
 	var out forward.Kept
 	var encoded, scratch []byte
 	// While relief is on, most fragments are decided at arrival and never
@@ -50,12 +71,19 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 		// Compressing is most of a fragment's cost then: before the lock.
 		chunk := spanmem.Chunk{Data: p.codec.Store(f.Encoded, &scratch), Slab: in}
 		sh.mu.Lock()
-		p.ingest(sh, f, chunk, arrivedNow(now), &out)
+		buffered := p.ingest(sh, f, chunk, arrived, &out)
 		sh.mu.Unlock()
+		if buffered && logged != nil {
+			logged.AddFragment(f.ID, now.UnixNano(), f.Encoded)
+			loggedIDs = append(loggedIDs, f.ID)
+		}
 		p.enforceBounds(now, &out)
 	}
+	if logged != nil && logged.Len() > 0 {
+		p.commitRequest(logged, loggedIDs, now, &out)
+	}
 	p.totals.LetGo(sl)
-	p.fwd.Forward(ctx, &out)
+	p.forward(ctx, &out)
 	return nil
 }
 
@@ -130,8 +158,9 @@ type arrival struct {
 func arrivedNow(now time.Time) arrival { return arrival{at: now, rootAt: now} }
 
 // ingest buffers one fragment (chunk is its encoding), or lets it follow
-// its trace's decision; called with sh.mu held.
-func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.Chunk, a arrival, out *forward.Kept) {
+// its trace's decision; it reports whether the fragment is in the buffer
+// (or left it with its trace, decided at once). Called with sh.mu held.
+func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.Chunk, a arrival, out *forward.Kept) (buffered bool) {
 	priming := p.adj.Priming() && !a.handed
 	sh.fragments++
 	k, ok := sh.Lookup(f.ID)
@@ -145,7 +174,7 @@ func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.C
 		d := sh.DecisionOf(k)
 		if d.Seen(f.FP) {
 			sh.counters.invalid[traceinfo.InvalidDuplicate] += int64(f.Spans)
-			return
+			return false
 		}
 		// An error that arrives after the decision makes the trace an error
 		// trace: what follows is booked as one, and RED counts the request
@@ -165,12 +194,12 @@ func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.C
 		} else {
 			p.followNotSampled(sh, f, k, p.lateSize(sh, f, priming), out)
 		}
-		return
+		return false
 	}
 	t := sh.TraceOf(k)
 	if t != nil && !a.handed && t.Seen(f.FP) {
 		sh.counters.invalid[traceinfo.InvalidDuplicate] += int64(f.Spans)
-		return
+		return false
 	}
 	switch {
 	case t == nil:
@@ -197,6 +226,7 @@ func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.C
 	if t.Spans >= p.cfg.MaxSpansPerTrace {
 		p.decide(sh, t, p.now(), traceinfo.ReasonSpanLimit, out)
 	}
+	return true
 }
 
 // size is a late fragment's OTLP bytes and its volume in budget units.

@@ -34,6 +34,7 @@ var layers = map[string][]string{
 	"internal/handoff":   {"internal/metadata", "internal/traceinfo", "/internal/ring"},
 	"internal/relief":    {"internal/traceinfo"},
 	"internal/recall":    nil,
+	"internal/durable":   nil,
 	"internal/rare":      nil,
 	"internal/red":       {"internal/metadata"},
 }
@@ -116,5 +117,7 @@ func TestProcessorPackageIsGlue(t *testing.T) {
 		lines += strings.Count(string(b), "\n")
 	}
 	t.Logf("%d non-test lines", lines)
-	assert.Less(t, lines, 2000, "the processor package keeps only the glue")
+	// 2,000 until the durable log (#50), whose glue walks the shards:
+	// what it writes, marks and replays, and when segments go.
+	assert.Less(t, lines, 2300, "the processor package keeps only the glue")
 }

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
@@ -68,11 +69,15 @@ type budgetTailSampler struct {
 
 	// handoff is nil unless handoff.enabled.
 	handoff *handoff.Handoff
+	// wal is nil unless durable.enabled.
+	wal *walState
 
 	relief *relief.Controller
 	// recallPaused: the heap is past relief's activation level, and
 	// relief holds nothing for recall.
 	recallPaused atomic.Bool
+	// lastShed is when shedOnMemory last cut the buffer.
+	lastShed time.Time
 	// reliefMeasured is when relief last measured the arrivals.
 	reliefMeasured time.Time
 	// goMemLimit is the Go memory limit before relief lowered it (0: it
@@ -177,6 +182,11 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 			volumes:  policy.NewVolumes(rs.Len()),
 		})
 	}
+	if cfg.Durable.Enabled {
+		if p.wal, err = openWAL(cfg, set.ID); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Handoff.Enabled {
 		if p.handoff, err = handoff.New(&cfg.Handoff, set.TelemetrySettings, func() time.Time { return p.now() }, (*handoffGlue)(p)); err != nil {
 			return nil, err
@@ -255,6 +265,15 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 		p.refreshPeers()
 		p.goEvery(p.cfg.Budget.PeersRefreshInterval, p.refreshPeers)
 	}
+	if p.wal != nil {
+		if err := p.replayWAL(ctx); err != nil {
+			return err
+		}
+		p.goEvery(walMaintainInterval, p.maintainWAL)
+		if p.cfg.Durable.Sync == durable.SyncInterval {
+			p.goEvery(p.cfg.Durable.SyncInterval, func() { _ = p.wal.log.Sync() })
+		}
+	}
 	return nil
 }
 
@@ -295,10 +314,14 @@ func (p *budgetTailSampler) Shutdown(ctx context.Context) error {
 		p.handoff.Leave(ctx)
 	}
 	now := p.now()
+	release := p.holdForwarding()
+	lost := false
 	for _, sh := range p.shards {
 		var out forward.Kept
 		sh.mu.Lock()
 		if ctx.Err() != nil {
+			// With the log, these are replayed at the next start.
+			lost = lost || sh.Len() > 0
 			sh.counters.droppedTooEarly += int64(sh.Len())
 			for t := sh.Oldest(); t != nil; t = sh.Oldest() {
 				sh.Remove(t)
@@ -310,7 +333,11 @@ func (p *budgetTailSampler) Shutdown(ctx context.Context) error {
 			p.decide(sh, t, now, traceinfo.ReasonBaseline, &out)
 		}
 		sh.mu.Unlock()
-		p.fwd.Forward(ctx, &out)
+		p.forward(ctx, &out)
+	}
+	release()
+	if p.wal != nil {
+		p.closeWAL(lost)
 	}
 	p.totals.Arena().Close()
 	if p.goMemLimit > 0 {

@@ -1,6 +1,7 @@
 package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
 
 import (
+	"context"
 	"time"
 
 	"go.uber.org/zap"
@@ -142,6 +143,45 @@ func (p *budgetTailSampler) pauseRecallOnMemory() {
 	}
 }
 
+// shedInterval is the least time between two sheds: a GC must mark the
+// heap again before the memory level shows what the last one freed.
+const shedInterval = 500 * time.Millisecond
+
+// shedOnMemory decides the oldest buffered traces early while the heap is
+// past relief's activation level. Relief alone stops new traces from being
+// buffered, but the buffer is most of the heap, and it goes on growing with
+// the fragments of traces already in it until they expire (decision_wait):
+// in TestE2EOverloadStressRelief the heap passed memory_limiter's soft
+// limit seconds after relief started, with the buffer a few percent of
+// max_buffered_bytes. The buffer is cut in proportion to bring the level
+// to deactivation_level, as a full buffer is (reason forced): a decided
+// trace's late fragments follow its decision, so it is not split.
+func (p *budgetTailSampler) shedOnMemory() {
+	level := p.relief.Levels()[relief.SignalMemory] * 100
+	now := p.now()
+	if !p.relief.Active() || level < p.cfg.StressRelief.ActivationLevel || now.Sub(p.lastShed) < shedInterval {
+		return
+	}
+	p.lastShed = now
+	defer p.holdForwarding()()
+	target := int64(float64(p.totals.Bytes()) * p.cfg.StressRelief.DeactivationLevel / level)
+	var out forward.Kept
+	for p.totals.Bytes() > target {
+		sh := p.oldestShard()
+		if sh == nil {
+			break
+		}
+		sh.mu.Lock()
+		if t := sh.Oldest(); t != nil {
+			sh.counters.shed += int64(t.Spans)
+			p.decide(sh, t, now, traceinfo.ReasonForced, &out)
+		}
+		sh.Flush() // the loop reads the totals
+		sh.mu.Unlock()
+	}
+	p.forward(context.Background(), &out)
+}
+
 // reliefLevelInterval is how often relief reads the load levels: a
 // fraction of memory_limiter's check interval (1 s in the shipped configs),
 // so that relief starts first.
@@ -156,6 +196,7 @@ func (p *budgetTailSampler) updateRelief() {
 	bytes := float64(p.totals.Bytes()) / float64(p.cfg.MaxBufferedBytes)
 	switched := p.relief.Update(p.now(), traces, bytes)
 	p.pauseRecallOnMemory()
+	p.shedOnMemory()
 	if !switched {
 		return
 	}

@@ -1,6 +1,7 @@
 package budgettailsamplingprocessor
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -318,4 +319,55 @@ func TestStressReliefAppliesRulesAtArrival(t *testing.T) {
 	assert.Empty(t, kept[plain], "below relief's threshold")
 	assert.Equal(t, 1.0, ts.metric(metadata.MetricRuleTraces, ruleAttr("health", "dropped")...))
 	assert.Equal(t, 1.0, ts.metric(metadata.MetricRuleTraces, ruleAttr("vip", "kept")...))
+}
+
+// Past relief's activation level of memory, the buffer is cut towards
+// deactivation_level, oldest traces first (TestE2EOverloadStressRelief:
+// relief alone stopped new traces while the buffered ones went on growing
+// the heap past memory_limiter's soft limit). A trace decided early stays
+// whole: its later fragments follow its decision. Under the level, nothing
+// is cut.
+func TestStressReliefShedsTheBufferOnMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		limitMiB uint64
+		shed     bool
+	}{{"past the level", 1, true}, {"under the level", 1 << 20, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.StressRelief.Mode = relief.ModeMonitor
+			cfg.StressRelief.MemoryLimitMiB = tc.limitMiB
+			cfg.Budget.SpansPerSecond = 1e6 // keep every trace: wholeness is checked
+			ts := newTestSampler(t, cfg)
+			var ids []pcommon.TraceID
+			for i := range 200 {
+				id := traceIDWithRandomness(uint64(i+1), 0.5)
+				ids = append(ids, id)
+				ts.send(oneSpan("frontend", id, 1, 0, ts.now, time.Millisecond)) // a child: no root, buffered
+			}
+			require.EqualValues(t, 200, ts.p.bufferedTraces())
+			runtime.GC() // the memory level is the live heap the last GC marked
+			ts.p.updateRelief()
+			if !tc.shed {
+				assert.EqualValues(t, 200, ts.p.bufferedTraces(), "nothing cut under the level")
+				assert.Zero(t, ts.metric(metadata.MetricReliefShed))
+				return
+			}
+			require.True(t, ts.p.relief.Active(), "relief started on memory")
+			assert.Less(t, ts.p.bufferedTraces(), int64(20), "the buffer cut towards deactivation_level")
+			assert.Positive(t, ts.metric(metadata.MetricReliefShed))
+			for _, id := range ids {
+				ts.send(oneSpan("db", id, 2, 1, ts.now, time.Millisecond))
+			}
+			ts.advance(time.Minute)
+			kept := ts.keptSpans()
+			whole := 0
+			for _, id := range ids {
+				if len(kept[id]) == 2 {
+					whole++
+				}
+			}
+			assert.Equal(t, len(ids), whole, "every trace kept whole: later fragments follow the early decision")
+		})
+	}
 }

@@ -68,7 +68,16 @@ type Kept struct {
 	// slabs are held until the chunks are forwarded.
 	slabs []*spanmem.Slab
 	late  []lateFragment
+	// decided are the traces that left the buffer in the pass, kept or
+	// not, noted for whoever records them once the pass is forwarded.
+	decided []pcommon.TraceID
 }
+
+// NoteDecided notes a trace that left the buffer in the pass.
+func (k *Kept) NoteDecided(id pcommon.TraceID) { k.decided = append(k.decided, id) }
+
+// Decided are the traces noted, in order.
+func (k *Kept) Decided() []pcommon.TraceID { return k.decided }
 
 type keptTrace struct {
 	from, to int // its chunks: chunks[from:to]

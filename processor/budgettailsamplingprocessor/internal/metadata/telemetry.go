@@ -45,9 +45,14 @@ const (
 	MetricReliefActivations = prefix + "stress_relief_activations"
 	MetricReliefProbability = prefix + "stress_relief_probability"
 	MetricReliefRecalled    = prefix + "stress_relief_recalled_spans"
+	MetricReliefShed        = prefix + "stress_relief_shed_spans"
 	MetricReliefEvicted     = prefix + "stress_relief_recall_evicted_spans"
 	MetricReliefRecallBytes = prefix + "stress_relief_recall_bytes"
 	MetricKeyFolds          = prefix + "baseline_key_folds"
+	MetricDurableBytes      = prefix + "durable_log_bytes"
+	MetricDurableReplayed   = prefix + "durable_replayed_spans"
+	MetricDurableCorrupt    = prefix + "durable_corrupt_segments"
+	MetricDurableFailures   = prefix + "durable_write_failures"
 	MetricREDRequests       = prefix + "red_requests"
 	MetricREDErrors         = prefix + "red_errors"
 	MetricREDSpans          = prefix + "red_spans"
@@ -91,15 +96,22 @@ type Telemetry struct {
 	ReliefProb        metric.Float64ObservableGauge
 	// ReliefRecalled, ReliefRecallEvicted and ReliefRecallBytes are
 	// stress_relief.recall's.
-	ReliefRecalled      metric.Int64ObservableCounter
+	ReliefRecalled metric.Int64ObservableCounter
+	// ReliefShed counts spans of buffered traces decided early on memory.
+	ReliefShed          metric.Int64ObservableCounter
 	ReliefRecallEvicted metric.Int64ObservableCounter
 	ReliefRecallBytes   metric.Int64ObservableGauge
 	KeyFolds            metric.Int64ObservableCounter
-	DecisionLatency     metric.Float64Histogram
-	REDRequests         metric.Int64Counter
-	REDErrors           metric.Int64Counter
-	REDSpans            metric.Int64Counter
-	REDDuration         metric.Float64Histogram
+	// Durable* are the write-ahead log's (durable).
+	DurableBytes    metric.Int64ObservableGauge
+	DurableReplayed metric.Int64ObservableCounter
+	DurableCorrupt  metric.Int64ObservableCounter
+	DurableFailures metric.Int64ObservableCounter
+	DecisionLatency metric.Float64Histogram
+	REDRequests     metric.Int64Counter
+	REDErrors       metric.Int64Counter
+	REDSpans        metric.Int64Counter
+	REDDuration     metric.Float64Histogram
 }
 
 // Observables lists the instruments the processor's callback observes.
@@ -109,7 +121,8 @@ func (t *Telemetry) Observables() []metric.Observable {
 		t.RuleTraces, t.RuleErrors, t.ServiceBaseline,
 		t.HandoffTraces, t.HandoffSpans, t.HandoffDecisions, t.HandoffProxied, t.HandoffFailed, t.RingMembers, t.RingChanges,
 		t.ReliefActive, t.ReliefLevel, t.ReliefSpans, t.ReliefActivations, t.ReliefProb,
-		t.ReliefRecalled, t.ReliefRecallEvicted, t.ReliefRecallBytes, t.KeyFolds}
+		t.ReliefRecalled, t.ReliefShed, t.ReliefRecallEvicted, t.ReliefRecallBytes, t.KeyFolds,
+		t.DurableBytes, t.DurableReplayed, t.DurableCorrupt, t.DurableFailures}
 }
 
 // NewTelemetry creates the instruments on the collector's meter provider.
@@ -148,9 +161,14 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.ReliefSpans = b.Int64ObservableCounter(MetricReliefSpans, "Spans of new traces decided at arrival by stress relief, by decision (sampled, not_sampled); later spans of those traces are late_spans.", "{span}")
 	t.ReliefActivations = b.Int64ObservableCounter(MetricReliefActivations, "Times stress relief started.", "{activation}")
 	t.ReliefRecalled = b.Int64ObservableCounter(MetricReliefRecalled, "Spans stress relief dropped at arrival and held (stress_relief.recall) that a later error of their trace recalled: sent on with the error, so the error trace leaves whole.", "{span}")
+	t.ReliefShed = b.Int64ObservableCounter(MetricReliefShed, "Spans of buffered traces stress relief decided early (reason forced) because the heap was past its activation level of stress_relief.memory_limit_mib: the buffer is cut towards deactivation_level, oldest traces first.", "{span}")
 	t.ReliefRecallEvicted = b.Int64ObservableCounter(MetricReliefEvicted, "Spans stress relief dropped and held that were let go unrecalled (older than stress_relief.recall.window, or no room in recall.max_bytes).", "{span}")
 	t.ReliefRecallBytes = b.Int64ObservableGauge(MetricReliefRecallBytes, "Bytes of dropped fragments stress relief holds for a late error to recall.", "By")
 	t.ReliefProb = b.Float64ObservableGauge(MetricReliefProbability, "Probability stress relief keeps a new trace's spans with (conditional on what arrived), from the budget share and the measured arrivals; errors are kept whatever it is.", "1")
+	t.DurableBytes = b.Int64ObservableGauge(MetricDurableBytes, "Bytes of the buffer's write-ahead log on disk (durable.enabled).", "By")
+	t.DurableReplayed = b.Int64ObservableCounter(MetricDurableReplayed, "Spans read back from the write-ahead log at start (buffered and undecided when the sampler stopped) and buffered again.", "{span}")
+	t.DurableCorrupt = b.Int64ObservableCounter(MetricDurableCorrupt, "Log segments whose tail was torn or corrupt at start: the rest of the segment is skipped.", "{segment}")
+	t.DurableFailures = b.Int64ObservableCounter(MetricDurableFailures, "Requests whose fragments could not be written to the log (disk full, I/O error, or the log at durable.max_bytes): their traces are decided at once, as a full buffer's are, before the request is acknowledged.", "{request}")
 	t.DecisionLatency = b.Float64Histogram(MetricDecisionLatency, "Time from a trace's first span to its decision.", "s",
 		0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60)
 	t.REDRequests = b.Int64Counter(MetricREDRequests, "Traces decided (kept or not), by key (the fairness key; _other past red_metrics.max_keys): requests, from 100% of the traffic.", "{request}")

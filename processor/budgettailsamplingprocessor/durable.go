@@ -1,0 +1,211 @@
+package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor"
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
+)
+
+// The durable buffer (internal/durable): every fragment the buffer takes
+// is in the log before ConsumeTraces returns, and every trace that leaves
+// the buffer is marked once it is forwarded. On start, what the log holds
+// of traces with no mark is buffered again with its arrival times and
+// decided as usual.
+//
+// A segment is deleted once every fragment in it arrived before the oldest
+// trace still buffered. That holds only if every trace that left the
+// buffer before then was forwarded: the paths from a decision to its
+// forward hold forwarding (read), and deleting takes it (write).
+
+// walState is the processor's log and what it counts.
+type walState struct {
+	log      *durable.Log
+	replayed atomic.Int64
+	// lastWarn rate-limits the write warning (Unix ns).
+	lastWarn atomic.Int64
+}
+
+// walMaintainInterval is how often segments behind the buffer are deleted
+// and pending marks written.
+const walMaintainInterval = 250 * time.Millisecond
+
+// openWAL opens the log in the component's own subdirectory: an
+// unwritable directory fails the collector's start, naming the field.
+func openWAL(cfg *Config, id component.ID) (*walState, error) {
+	dir := filepath.Join(cfg.Durable.Directory, strings.ReplaceAll(id.String(), "/", "_"))
+	maxBytes := cfg.Durable.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = 2 * cfg.MaxBufferedBytes
+	}
+	l, err := durable.Open(dir, durable.Options{Sync: cfg.Durable.Sync, SyncInterval: cfg.Durable.SyncInterval,
+		SegmentBytes: cfg.Durable.SegmentBytes, MaxBytes: maxBytes})
+	if err != nil {
+		return nil, fmt.Errorf("durable.directory: cannot write the log in %q: %w", dir, err)
+	}
+	return &walState{log: l}, nil
+}
+
+// holdForwarding is held from a decision to its forward; a no-op without
+// the log.
+func (p *budgetTailSampler) holdForwarding() func() {
+	if p.wal == nil {
+		return func() {}
+	}
+	return p.wal.log.Hold()
+}
+
+// forward hands what a pass kept on, then marks in the log every trace
+// that left the buffer in it.
+func (p *budgetTailSampler) forward(ctx context.Context, out *forward.Kept) {
+	p.fwd.Forward(ctx, out)
+	if p.wal == nil || len(out.Decided()) == 0 {
+		return
+	}
+	b := p.wal.log.NewBatch()
+	at := p.now().UnixNano()
+	for _, id := range out.Decided() {
+		b.AddDone(id, at)
+	}
+	p.wal.log.Append(b)
+	p.wal.log.Free(b)
+}
+
+// noteLeft notes, for the log, a trace leaving the buffer.
+func (p *budgetTailSampler) noteLeft(id pcommon.TraceID, out *forward.Kept) {
+	if p.wal != nil {
+		out.NoteDecided(id)
+	}
+}
+
+// commitRequest writes a request's buffered fragments (b) before the
+// request is acknowledged. When they cannot be written, the traces they
+// joined are decided at once, as a full buffer's are (reason forced), and
+// forwarded with the request: nothing acknowledged is only in memory.
+func (p *budgetTailSampler) commitRequest(b *durable.Batch, ids []pcommon.TraceID, now time.Time, out *forward.Kept) {
+	err := durable.ErrFull
+	if !p.wal.log.Full() {
+		err = p.wal.log.Commit(p.wal.log.Append(b))
+	}
+	if err == nil {
+		return
+	}
+	if last := p.wal.lastWarn.Load(); now.UnixNano()-last > int64(10*time.Second) && p.wal.lastWarn.CompareAndSwap(last, now.UnixNano()) {
+		p.logger.Warn("cannot write the durable log: the request's traces are decided now, as with a full buffer",
+			zap.String("directory", p.wal.log.Dir()), zap.Error(err))
+	}
+	for _, id := range ids {
+		sh := p.shardOf(id)
+		sh.mu.Lock()
+		if k, ok := sh.Lookup(id); ok && !k.Decided() {
+			if t := sh.TraceOf(k); t != nil {
+				p.decide(sh, t, now, traceinfo.ReasonForced, out)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// replayWAL buffers again what the log holds of undecided traces, with
+// their arrival times: they are decided when their waits end, as if the
+// sampler had not stopped.
+func (p *budgetTailSampler) replayWAL(ctx context.Context) error {
+	var unmarshaler ptrace.ProtoUnmarshaler
+	var bad int64
+	st, err := p.wal.log.Replay(func(f durable.Fragment) {
+		td, err := unmarshaler.UnmarshalTraces(f.Encoded)
+		if err != nil {
+			bad++
+			return
+		}
+		if p.consume(ctx, td, time.Unix(0, f.At)) == nil {
+			p.wal.replayed.Add(int64(td.SpanCount()))
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("durable: replaying %s: %w", p.wal.log.Dir(), err)
+	}
+	if st.Fragments > 0 || st.Corrupt > 0 {
+		p.logger.Info("durable log replayed: undecided traces buffered again",
+			zap.Int64("fragments", st.Fragments), zap.Int64("spans", p.wal.replayed.Load()),
+			zap.Int64("fragments_already_decided", st.Done), zap.Int64("corrupt_segments", st.Corrupt),
+			zap.Int64("corrupt_bytes", st.CorruptBytes), zap.Int64("undecodable_fragments", bad))
+	}
+	return nil
+}
+
+// maintainWAL writes pending marks, decides the oldest traces early while
+// the log is at its bound (as a full buffer does), and deletes the
+// segments behind the buffer.
+func (p *budgetTailSampler) maintainWAL() {
+	l := p.wal.log
+	if l.Full() {
+		if upTo, ok := l.OldestSegmentArrival(); ok {
+			p.decideArrivedBy(upTo)
+		}
+	}
+	_ = l.CommitPending()
+	if _, err := l.RetainBehind(p.oldestArrival); err != nil {
+		p.logger.Warn("cannot delete a durable log segment", zap.Error(err))
+	}
+}
+
+// closeWAL writes the last marks and closes the log; with every trace
+// decided and forwarded (lost: some were not), the segments go too.
+func (p *budgetTailSampler) closeWAL(lost bool) {
+	l := p.wal.log
+	_ = l.CommitPending()
+	if !lost {
+		if _, err := l.Retain(math.MaxInt64); err != nil {
+			p.logger.Warn("cannot delete a durable log segment", zap.Error(err))
+		}
+	}
+	if err := l.Close(); err != nil {
+		p.logger.Warn("cannot close the durable log", zap.Error(err))
+	}
+}
+
+// oldestArrival is when the oldest trace still buffered arrived (Unix ns),
+// the latest possible when none is.
+func (p *budgetTailSampler) oldestArrival() int64 {
+	oldest := int64(math.MaxInt64)
+	for _, sh := range p.shards {
+		sh.mu.Lock()
+		if t := sh.FirstArrived(); t != nil {
+			oldest = min(oldest, p.timeAt(t.Arrived).UnixNano())
+		}
+		sh.EachHanded(func(t *tracebuf.Trace) { oldest = min(oldest, p.timeAt(t.Arrived).UnixNano()) })
+		sh.mu.Unlock()
+	}
+	return oldest
+}
+
+// decideArrivedBy decides early every buffered trace that arrived by upTo
+// (Unix ns), oldest first.
+func (p *budgetTailSampler) decideArrivedBy(upTo int64) {
+	defer p.holdForwarding()()
+	now := p.now()
+	var out forward.Kept
+	for _, sh := range p.shards {
+		sh.mu.Lock()
+		for t := sh.Oldest(); t != nil && p.timeAt(t.Arrived).UnixNano() <= upTo; t = sh.Oldest() {
+			p.decide(sh, t, now, traceinfo.ReasonForced, &out)
+		}
+		sh.Flush()
+		sh.mu.Unlock()
+	}
+	p.forward(context.Background(), &out)
+}

@@ -1,0 +1,186 @@
+package durable
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func id(n byte) [16]byte { return [16]byte{15: n} }
+
+// write appends and commits one record.
+func write(t *testing.T, l *Log, add func(b *Batch)) error {
+	t.Helper()
+	var b Batch
+	add(&b)
+	return l.Commit(l.Append(&b))
+}
+
+func frag(n byte, at int64, enc string) func(*Batch) {
+	return func(b *Batch) { b.AddFragment(id(n), at, []byte(enc)) }
+}
+
+func replayAll(t *testing.T, dir string, opts Options) ([]Fragment, ReplayStats, *Log) {
+	t.Helper()
+	l, err := Open(dir, opts)
+	require.NoError(t, err)
+	var got []Fragment
+	st, err := l.Replay(func(f Fragment) {
+		f.Encoded = bytes.Clone(f.Encoded)
+		got = append(got, f)
+	})
+	require.NoError(t, err)
+	return got, st, l
+}
+
+// What was committed comes back in order, with its arrival times, except
+// the fragments that arrived up to their trace's decision; a fragment that
+// arrived after it (a trace seen again) comes back.
+func TestDurableReplayLeavesOutTracesMarkedDone(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Sync: SyncNone, SegmentBytes: 64})
+	require.NoError(t, err)
+	require.NoError(t, write(t, l, func(b *Batch) {
+		b.AddFragment(id(1), 100, []byte("a1"))
+		b.AddFragment(id(2), 101, []byte("b1"))
+	}))
+	require.NoError(t, write(t, l, frag(1, 102, "a2")))
+	require.NoError(t, write(t, l, func(b *Batch) { b.AddDone(id(1), 102) }))
+	require.NoError(t, write(t, l, frag(3, 103, "c1")))
+	require.NoError(t, write(t, l, frag(1, 104, "a3"))) // after its decision: seen again
+	require.Greater(t, l.Segments(), 2, "64-byte segments: rotated")
+	// Killed: no Close.
+
+	got, st, _ := replayAll(t, dir, Options{Sync: SyncNone})
+	var names []string
+	for _, f := range got {
+		names = append(names, fmt.Sprintf("%s@%d", f.Encoded, f.At))
+	}
+	assert.Equal(t, []string{"b1@101", "c1@103", "a3@104"}, names)
+	assert.Equal(t, ReplayStats{Fragments: 3, Done: 2}, st)
+}
+
+// A torn or corrupt tail is skipped and counted; what precedes it, and the
+// segments after it, are read.
+func TestDurableReplaySkipsATornTail(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tear func(b []byte) []byte
+	}{
+		{"cut mid-record", func(b []byte) []byte { return b[:len(b)-3] }},
+		{"cut mid-header", func(b []byte) []byte { return append(b, 9, 0, 0) }},
+		{"flipped byte", func(b []byte) []byte { b[len(b)-1] ^= 0xff; return b }},
+		{"huge length", func(b []byte) []byte { return append(b, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0) }},
+		{"zeroes", func(b []byte) []byte { return append(b, make([]byte, 4096)...) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := Open(dir, Options{Sync: SyncNone})
+			require.NoError(t, err)
+			require.NoError(t, write(t, l, frag(1, 1, "first")))
+			require.NoError(t, write(t, l, frag(2, 2, "second")))
+			require.NoError(t, l.Close())
+			path := filepath.Join(dir, segmentName(0))
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(path, tc.tear(b), 0o600))
+			// A later segment, written after a restart, is still read.
+			l, err = Open(dir, Options{Sync: SyncNone})
+			require.NoError(t, err)
+			require.NoError(t, write(t, l, frag(3, 3, "third")))
+
+			got, st, _ := replayAll(t, dir, Options{Sync: SyncNone})
+			var names []string
+			for _, f := range got {
+				names = append(names, string(f.Encoded))
+			}
+			want := []string{"first", "second", "third"}
+			if tc.name == "flipped byte" || tc.name == "cut mid-record" { // the last record is the torn one
+				want = []string{"first", "third"}
+			}
+			assert.Equal(t, want, names)
+			assert.EqualValues(t, 1, st.Corrupt)
+			assert.Positive(t, st.CorruptBytes)
+		})
+	}
+}
+
+// Segments are deleted oldest first once every fragment in them arrived
+// before the oldest buffered trace, never past one that holds a later
+// arrival, never the one being written.
+func TestDurableRetainDeletesSegmentsBehindTheBuffer(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Sync: SyncNone, SegmentBytes: 1})
+	require.NoError(t, err)
+	for at := int64(1); at <= 5; at++ {
+		require.NoError(t, write(t, l, frag(byte(at), at*10, "x"))) // one segment each
+	}
+	require.Equal(t, 6, l.Segments())
+	n, err := l.Retain(31) // traces from 31 on still buffered
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	files, _ := filepath.Glob(filepath.Join(dir, "wal-*.log"))
+	assert.Len(t, files, 2, "the segments of 40 and 50 stay")
+	n, _ = l.Retain(1 << 62)
+	assert.Equal(t, 2, n)
+	assert.Equal(t, 1, l.Segments(), "the segment being written stays")
+	assert.Zero(t, l.Size())
+}
+
+// Past MaxBytes a commit writes nothing and says so (its records are
+// dropped: the caller decides their traces at once); once segments are
+// deleted it writes again.
+func TestDurableFullLogRefusesAndRecovers(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Sync: SyncNone, SegmentBytes: 1, MaxBytes: 100})
+	require.NoError(t, err)
+	big := bytes.Repeat([]byte("y"), 120)
+	require.NoError(t, write(t, l, frag(1, 10, string(big))))
+	require.True(t, l.Full())
+	require.ErrorIs(t, write(t, l, frag(2, 20, "refused")), ErrFull)
+	_, err = l.Retain(15)
+	require.NoError(t, err)
+	require.False(t, l.Full())
+	require.NoError(t, write(t, l, frag(3, 30, "z")))
+	got, _, _ := replayAll(t, dir, Options{})
+	require.Len(t, got, 1)
+	assert.Equal(t, "z", string(got[0].Encoded))
+}
+
+// An unwritable directory is an error at open, naming the path.
+func TestDurableOpenFailsOnAnUnwritableDirectory(t *testing.T) {
+	parent := t.TempDir()
+	file := filepath.Join(parent, "not-a-dir")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	_, err := Open(filepath.Join(file, "tail"), Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not-a-dir")
+}
+
+// Concurrent appenders each see their records written when their Commit
+// returns (group commit); run with -race.
+func TestDurableConcurrentCommitsLoseNothing(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Sync: SyncAlways, SegmentBytes: 4096})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				assert.NoError(t, write(t, l, frag(byte(w), int64(i), string([]byte{byte(w), byte(i)}))))
+			}
+		}()
+	}
+	wg.Wait()
+	got, st, _ := replayAll(t, dir, Options{})
+	assert.Len(t, got, 1600)
+	assert.Zero(t, st.Corrupt)
+}
