@@ -153,8 +153,8 @@ const shedInterval = 500 * time.Millisecond
 // the fragments of traces already in it until they expire (decision_wait):
 // in TestE2EOverloadStressRelief the heap passed memory_limiter's soft
 // limit seconds after relief started, with the buffer a few percent of
-// max_buffered_bytes. The buffer is cut in proportion to bring the level
-// to deactivation_level, as a full buffer is (reason forced): a decided
+// max_buffered_bytes. The buffer is cut by the heap over
+// deactivation_level, as a full buffer is (reason forced): a decided
 // trace's late fragments follow its decision, so it is not split.
 func (p *budgetTailSampler) shedOnMemory() {
 	level := p.relief.Levels()[relief.SignalMemory] * 100
@@ -164,7 +164,11 @@ func (p *budgetTailSampler) shedOnMemory() {
 	}
 	p.lastShed = now
 	defer p.holdForwarding()()
-	target := int64(float64(p.totals.Bytes()) * p.cfg.StressRelief.DeactivationLevel / level)
+	// The heap over deactivation_level, taken out of the buffer: the
+	// buffer is most of the heap, but not all of it (a cut in proportion
+	// to the buffer alone was too small to stop memory_limiter).
+	excess := (level - p.cfg.StressRelief.DeactivationLevel) / 100 * float64(p.relief.MemoryLimit())
+	target := p.totals.Bytes() - int64(excess)
 	var out forward.Kept
 	for p.totals.Bytes() > target {
 		sh := p.oldestShard()
