@@ -3,6 +3,7 @@ package integration
 import (
 	be "encoding/binary"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -173,4 +174,44 @@ func TestDurableUnwritableDirectoryFailsAtStart(t *testing.T) {
 	_ = c
 	assert.Contains(t, err.Error(), "durable.directory")
 	assert.Contains(t, err.Error(), "not a directory")
+}
+
+// TestDurableFullDiskLosesNothing: the log's directory is a 1 MiB tmpfs
+// that the traffic fills. The sampler does not crash; the requests whose
+// fragments cannot be written have their traces decided at once, before
+// they are acknowledged, so every acknowledged span still reaches the
+// backend, and the failures are counted.
+func TestDurableFullDiskLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	small := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", small).Run() })
+	overlay := filepath.Join(t.TempDir(), "small-disk.yaml")
+	require.NoError(t, os.WriteFile(overlay, []byte("processors:\n  budget_tail_sampling:\n    durable:\n      directory: "+small+"\n      segment_bytes: 65536\n"), 0o600))
+	sink := startSink(t)
+	c := startCollector(t, map[string]string{
+		"OTLP_BACKEND_ENDPOINT":    sink.Addr,
+		"BUDGET_SPANS_PER_SECOND":  "1000000",
+		"DECISION_WAIT":            "30s",
+		"DECISION_WAIT_AFTER_ROOT": "30s",
+	}, configPath("sampler.yaml"), overlay)
+	const traces = 6000 // ~1.5 MiB of log: more than the disk
+	for lo := 0; lo < traces; lo += 500 {
+		sendFragments(t, c, lo, lo+500, 1, strings.Repeat("padded-service-name-", 4))
+	}
+	failures, _ := metricValue(c.metrics(), "otelcol_processor_budget_tail_sampling_durable_write_failures_total", nil)
+	require.Positive(t, failures, "the disk filled")
+	// The rest is decided at shutdown (the waits are long): everything
+	// acknowledged reaches the backend.
+	c.stop()
+	waitQuiet(t, []*otlpSink{sink}, 2*time.Second)
+	assert.Equal(t, traces, sink.spanCount(), "every acknowledged span at the backend, once")
+	t.Logf("%.0f requests could not be written; %d spans at the backend", failures, sink.spanCount())
 }

@@ -230,6 +230,9 @@ deep-merged with the tier's `config` value.
     {{- toYaml .root.Values.securityContext | nindent 4 }}
   volumeMounts:
     - {name: config, mountPath: /conf, readOnly: true}
+    {{- if .state }}
+    - {name: state, mountPath: /var/lib/otelcol-cost}
+    {{- end }}
     {{- with .tier.extraVolumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
