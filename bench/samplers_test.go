@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -56,7 +57,7 @@ func newSampler(b *testing.B, kind string, next consumer.Traces) processor.Trace
 				map[string]any{"name": "baseline", "type": "probabilistic", "probabilistic": map[string]any{"sampling_percentage": 1}},
 			},
 		}
-	case "ours", "ours_s2", "ours_mapped", "ours_relief", "ours_keys", "ours_red_off":
+	case "ours", "ours_s2", "ours_mapped", "ours_relief", "ours_keys", "ours_red_off", "ours_durable":
 		f = budgettailsamplingprocessor.NewFactory()
 		raw = oursConfig(15000, kind)
 	default:
@@ -91,6 +92,15 @@ func oursConfig(spansPerSecond float64, kind string) map[string]any {
 		"max_buffered_bytes":       1 << 30,
 		"adjust_interval":          "1s",
 		"budget":                   map[string]any{"spans_per_second": spansPerSecond},
+	}
+	if kind == "ours_durable" {
+		// The write-ahead log as configs/sampler.yaml runs it (issue 50),
+		// in a directory of its own: segments go as traces are decided.
+		dir, err := os.MkdirTemp("", "ours-durable-")
+		if err != nil {
+			panic(err)
+		}
+		raw["durable"] = map[string]any{"enabled": true, "directory": dir, "sync": "interval"}
 	}
 	if kind == "ours_red_off" {
 		raw["red_metrics"] = map[string]any{"enabled": false}
@@ -327,7 +337,7 @@ const defaultContribShare = 0.03
 //     go test -run '^$' -bench TailSamplers -benchtime 4000x -count 5 -cpu 1,2 ./bench/
 func BenchmarkTailSamplers(b *testing.B) {
 	for _, wl := range workloads {
-		for _, kind := range []string{"none", "contrib", "ours", "ours_s2", "ours_mapped", "ours_relief", "ours_keys", "ours_red_off"} {
+		for _, kind := range []string{"none", "contrib", "ours", "ours_s2", "ours_mapped", "ours_relief", "ours_keys", "ours_red_off", "ours_durable"} {
 			b.Run(fmt.Sprintf("%s/%s", wl.name, kind), func(b *testing.B) {
 				key := fmt.Sprint(wl.name, "/", runtime.GOMAXPROCS(0))
 				src := newSource(wl)

@@ -69,7 +69,8 @@ func (p *budgetTailSampler) holdForwarding() func() {
 }
 
 // forward hands what a pass kept on, then marks in the log every trace
-// that left the buffer in it.
+// that left the buffer in it. A failed mark is not retried: its trace is
+// decided again after a restart (at least once, never lost).
 func (p *budgetTailSampler) forward(ctx context.Context, out *forward.Kept) {
 	p.fwd.Forward(ctx, out)
 	if p.wal == nil || len(out.Decided()) == 0 {
@@ -80,7 +81,9 @@ func (p *budgetTailSampler) forward(ctx context.Context, out *forward.Kept) {
 	for _, id := range out.Decided() {
 		b.AddDone(id, at)
 	}
-	p.wal.log.Append(b)
+	// Written now: a mark still pending when the process dies makes its
+	// trace decided, and sent, again after the restart.
+	_ = p.wal.log.Commit(p.wal.log.Append(b))
 	p.wal.log.Free(b)
 }
 
@@ -96,10 +99,8 @@ func (p *budgetTailSampler) noteLeft(id pcommon.TraceID, out *forward.Kept) {
 // joined are decided at once, as a full buffer's are (reason forced), and
 // forwarded with the request: nothing acknowledged is only in memory.
 func (p *budgetTailSampler) commitRequest(b *durable.Batch, ids []pcommon.TraceID, now time.Time, out *forward.Kept) {
-	err := durable.ErrFull
-	if !p.wal.log.Full() {
-		err = p.wal.log.Commit(p.wal.log.Append(b))
-	}
+	// At max_bytes the write fails with ErrFull, and the batch is dropped.
+	err := p.wal.log.Commit(p.wal.log.Append(b))
 	if err == nil {
 		return
 	}

@@ -269,6 +269,11 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 		if err := p.replayWAL(ctx); err != nil {
 			return err
 		}
+		if p.handoff != nil {
+			// The ring was resolved above: what it gives to other
+			// samplers goes to them now, with its arrival times.
+			p.rebalance()
+		}
 		p.goEvery(walMaintainInterval, p.maintainWAL)
 		if p.cfg.Durable.Sync == durable.SyncInterval {
 			p.goEvery(p.cfg.Durable.SyncInterval, func() { _ = p.wal.log.Sync() })

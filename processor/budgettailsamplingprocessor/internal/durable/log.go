@@ -393,11 +393,22 @@ func (l *Log) syncLocked() error {
 	return nil
 }
 
-// Sync flushes what was written to the device (sync interval).
+// Sync flushes what was written to the device (sync interval), without
+// holding up writes meanwhile: a flush can take tens of milliseconds, and
+// requests wait for their writes. A file closed by a rotation meanwhile was
+// flushed by it.
 func (l *Log) Sync() error {
 	l.writeMu.Lock()
-	defer l.writeMu.Unlock()
-	return l.syncLocked()
+	f, dirty := l.file, l.dirty
+	l.dirty = false
+	l.writeMu.Unlock()
+	if f == nil || !dirty {
+		return nil
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return err
+	}
+	return nil
 }
 
 // Retain deletes the segments, oldest first, whose fragments all arrived

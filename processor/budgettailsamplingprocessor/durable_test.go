@@ -1,0 +1,176 @@
+package budgettailsamplingprocessor
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
+)
+
+func durableConfig(dir string) *Config {
+	cfg := testConfig()
+	cfg.Budget.SpansPerSecond = 1e9 // keep everything: a lost or repeated span shows
+	cfg.Durable.Enabled = true
+	cfg.Durable.Directory = dir
+	return cfg
+}
+
+// A sampler stops without shutting down (a SIGKILL) with traces buffered
+// and traces decided; another starts on its log. The buffered ones are
+// replayed with their arrival times and decided whole when their roots
+// come; the decided ones are not sent again.
+func TestDurableReplayKeepsTracesWholeAndSendsDecidedOnesOnce(t *testing.T) {
+	dir := t.TempDir()
+	killed := newTestSampler(t, durableConfig(dir))
+	var buffered, decided []pcommon.TraceID
+	for i := range 100 {
+		id := traceIDWithRandomness(uint64(i+1), 0.5)
+		killed.send(oneSpan("db", id, 2, 1, killed.now, time.Millisecond))
+		if i < 50 {
+			killed.send(oneSpan("frontend", id, 1, 0, killed.now, time.Millisecond)) // its root: decided first
+			decided = append(decided, id)
+		} else {
+			buffered = append(buffered, id)
+		}
+	}
+	killed.advance(3 * time.Second) // past decision_wait_after_root (2 s), not decision_wait (10 s)
+	require.Len(t, killed.keptSpans(), 50)
+	require.EqualValues(t, 50, killed.p.bufferedTraces())
+
+	restarted := newTestSampler(t, durableConfig(dir))
+	restarted.now = killed.now.Add(time.Second)
+	require.NoError(t, restarted.p.replayWAL(context.Background()))
+	assert.EqualValues(t, 50, restarted.p.bufferedTraces(), "the undecided traces, and only they, buffered again")
+	assert.Equal(t, 50.0, restarted.metric(metadata.MetricDurableReplayed))
+	for _, id := range buffered {
+		restarted.send(oneSpan("frontend", id, 1, 0, restarted.now, time.Millisecond))
+	}
+	restarted.advance(3 * time.Second)
+	kept := restarted.keptSpans()
+	for _, id := range buffered {
+		assert.Len(t, kept[id], 2, "replayed and whole")
+	}
+	for _, id := range decided {
+		assert.Empty(t, kept[id], "decided before the kill: not sent again")
+	}
+}
+
+// Replayed traces keep their arrival time: decision_wait counts from when
+// they first arrived, before the restart.
+func TestDurableReplayKeepsTheArrivalTime(t *testing.T) {
+	dir := t.TempDir()
+	killed := newTestSampler(t, durableConfig(dir))
+	id := traceIDWithRandomness(7, 0.5)
+	killed.send(oneSpan("db", id, 2, 1, killed.now, time.Millisecond))
+
+	restarted := newTestSampler(t, durableConfig(dir))
+	restarted.now = killed.now.Add(8 * time.Second)
+	require.NoError(t, restarted.p.replayWAL(context.Background()))
+	restarted.advance(time.Second) // 9 s after arrival: still waiting
+	require.EqualValues(t, 1, restarted.p.bufferedTraces())
+	restarted.advance(time.Second) // 10 s: decision_wait over
+	assert.Zero(t, restarted.p.bufferedTraces())
+	assert.Len(t, restarted.keptSpans()[id], 1)
+}
+
+// Segments go once every trace in them is decided; a graceful shutdown
+// with everything decided leaves no segment with a fragment.
+func TestDurableSegmentsGoOnceTheirTracesAreDecided(t *testing.T) {
+	dir := t.TempDir()
+	cfg := durableConfig(dir)
+	cfg.Durable.SegmentBytes = 64 << 10
+	ts := newTestSampler(t, cfg)
+	for i := range 2000 {
+		id := traceIDWithRandomness(uint64(i+1), 0.5)
+		td := oneSpan("db", id, 2, 1, ts.now, time.Millisecond)
+		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutStr("padding", string(make([]byte, 200)))
+		ts.send(td)
+	}
+	log := ts.p.wal.log
+	require.Greater(t, log.Segments(), 4)
+	ts.p.maintainWAL()
+	assert.Greater(t, log.Segments(), 4, "nothing decided yet: every segment stays")
+	ts.advance(11 * time.Second)
+	ts.p.maintainWAL()
+	assert.Equal(t, 1, log.Segments(), "all decided: only the segment being written stays")
+	require.NoError(t, ts.p.Shutdown(context.Background()))
+	files, _ := filepath.Glob(filepath.Join(dir, "budget_tail_sampling", "wal-*.log"))
+	var replayed int
+	again := newTestSampler(t, durableConfig(dir))
+	require.NoError(t, again.p.replayWAL(context.Background()))
+	replayed = int(again.p.bufferedTraces())
+	assert.Zero(t, replayed, "nothing to replay after a clean stop (%d files)", len(files))
+}
+
+// A request whose fragments cannot be written (the log at max_bytes) has
+// its traces decided at once, before it is acknowledged: nothing
+// acknowledged is only in memory.
+func TestDurableWriteFailureDecidesTheRequestsTracesAtOnce(t *testing.T) {
+	cfg := durableConfig(t.TempDir())
+	cfg.Durable.SegmentBytes = 64 << 10
+	cfg.Durable.MaxBytes = 256 << 10
+	ts := newTestSampler(t, cfg)
+	sent := 0
+	for i := range 3000 {
+		id := traceIDWithRandomness(uint64(i+1), 0.5)
+		td := oneSpan("db", id, 2, 1, ts.now, time.Millisecond)
+		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutStr("padding", string(make([]byte, 200)))
+		ts.send(td)
+		sent++
+	}
+	failures := ts.metric(metadata.MetricDurableFailures)
+	require.Positive(t, failures, "the log reached max_bytes")
+	buffered := ts.p.bufferedTraces()
+	kept := len(ts.keptSpans())
+	assert.Equal(t, sent, int(buffered)+kept, "every trace buffered (and written) or decided and forwarded")
+	assert.LessOrEqual(t, ts.p.wal.log.Size(), int64(256<<10)+64<<10, "the log stays near its bound")
+	ts.p.maintainWAL() // at the bound: the oldest traces are decided so that segments can go
+	assert.Less(t, ts.p.wal.log.Size(), int64(256<<10))
+	_ = ptrace.NewTraces
+}
+
+// A sampler is killed while it owns buffered traces, and starts again
+// outside the ring (scaled in, or its peers took its share meanwhile): it
+// replays its log and hands the replayed traces, with their arrival times,
+// to the sampler that owns them now, where their roots arrive. Every trace
+// is whole at one sink.
+func TestDurableReplayHandsOnTracesTheRingGivesAway(t *testing.T) {
+	base := t.TempDir()
+	tune := func(c *Config) {
+		c.Durable.Enabled = true
+		c.Durable.Directory = filepath.Join(base, c.Handoff.SelfAddress)
+	}
+	ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3"}, tune)
+	a := ht.samplers["127.0.0.2"]
+	ht.resolve("127.0.0.2") // A owns everything
+	later := multipart(t, a, 200)
+	require.EqualValues(t, 200, a.p.bufferedTraces())
+	ht.advance(2 * time.Second)
+
+	// Killed: its handoff server stops, nothing is handed over, its buffer
+	// is gone with it.
+	a.p.handoff.Leave(context.Background())
+	delete(ht.samplers, "127.0.0.2")
+	ht.resolve("127.0.0.3") // the ring is B alone now
+	restarted := ht.start("127.0.0.2", tune)
+	restarted.p.refreshPeers()
+	require.NoError(t, restarted.p.replayWAL(context.Background()))
+	restarted.p.rebalance() // as Start does after replaying
+	ht.settle()
+	b := ht.samplers["127.0.0.3"]
+	assert.Zero(t, restarted.p.bufferedTraces(), "every replayed trace handed on")
+	assert.EqualValues(t, 200, b.p.bufferedTraces())
+	for _, part := range later { // the gateways send the roots to B now
+		require.NoError(t, b.p.ConsumeTraces(context.Background(), part))
+	}
+	ht.advance(3 * time.Second)
+	assert.Zero(t, b.p.bufferedTraces())
+	assertWhole(t, ht.where(), 200)
+}
