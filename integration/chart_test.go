@@ -402,7 +402,7 @@ func TestChartAdaptsAndKeepsSecrets(t *testing.T) {
 		mounted = mounted || (m.Name == "backend-ca" && m.MountPath == "/etc/otelcol-cost/ca")
 	}
 	assert.True(t, mounted, "the CA is mounted")
-	assert.Len(t, spec.Volumes, 2)
+	assert.Len(t, spec.Volumes, 3, "config, the durable state, the extra CA")
 	assert.Contains(t, r.configs["cost-otelcol-cost-gateway"], "max_connection_age: 5m", "gateway connections rebalance onto new pods")
 	assert.Contains(t, r.configs["cost-otelcol-cost-gateway"], "grpc_gzip:\n    level: 1", "the gzip level towards the samplers")
 	assert.Empty(t, r.pdbs, "one replica per tier: no PDB")
@@ -447,5 +447,86 @@ func TestChartSizesRequestsBetweenTheTiersFromOneValue(t *testing.T) {
 		require.NoError(t, yaml.Unmarshal([]byte(r.configs["cost-otelcol-cost-gateway"]), &gateway))
 		assert.Equal(t, mib, fmt.Sprint(sampler.Receivers["otlp"].Protocols.GRPC["max_recv_msg_size_mib"]), "the samplers' limit")
 		assert.Equal(t, want, fmt.Sprint(gateway.Exporters["trace_router"].Protocol.OTLP["max_request_bytes"]), "what the gateway cuts to")
+	}
+}
+
+// The samplers' durable state (the buffer's write-ahead log and the
+// backend queue on file_storage) lives on a volume mounted where their
+// config writes: an emptyDir by default, a claim per sampler with
+// persistentVolume.enabled, nothing with durable off.
+func TestChartGivesTheSamplersADurableStateVolume(t *testing.T) {
+	type samplerConfig struct {
+		Extensions map[string]map[string]any `yaml:"extensions"`
+		Processors map[string]struct {
+			Durable map[string]any `yaml:"durable"`
+		} `yaml:"processors"`
+		Exporters map[string]struct {
+			SendingQueue map[string]any `yaml:"sending_queue"`
+		} `yaml:"exporters"`
+		Service struct {
+			Extensions []string `yaml:"extensions"`
+			Pipelines  map[string]struct {
+				Processors []string `yaml:"processors"`
+			} `yaml:"pipelines"`
+		} `yaml:"service"`
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		durable  bool
+		claim    bool
+		emptyDir bool
+	}{
+		{"default", nil, true, false, true},
+		{"persistent volume", []string{"--set", "sampler.durable.persistentVolume.enabled=true", "--set", "sampler.durable.persistentVolume.storageClassName=fast"}, true, true, false},
+		{"off", []string{"--set", "sampler.durable.enabled=false"}, false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := renderChart(t, append([]string{"--set", "backend.endpoint=tempo:4317"}, tc.args...))
+			var cfg samplerConfig
+			require.NoError(t, yaml.Unmarshal([]byte(r.configs["cost-otelcol-cost-sampler"]), &cfg))
+			assert.NotContains(t, cfg.Service.Pipelines["traces"].Processors, "batch", "no batch processor holds acknowledged spans in memory")
+			pod := r.statefulSt.Spec.Template.Spec
+			var emptyDir bool
+			for _, v := range pod.Volumes {
+				if v.Name == "state" {
+					emptyDir = v.EmptyDir != nil
+					if emptyDir {
+						assert.Equal(t, "2Gi", v.EmptyDir.SizeLimit.String())
+					}
+				}
+			}
+			assert.Equal(t, tc.emptyDir, emptyDir, "the state emptyDir")
+			var claim bool
+			for _, c := range r.statefulSt.Spec.VolumeClaimTemplates {
+				if c.Name == "state" {
+					claim = true
+					assert.Equal(t, "fast", *c.Spec.StorageClassName)
+					assert.Equal(t, "2Gi", c.Spec.Resources.Requests.Storage().String())
+				}
+			}
+			assert.Equal(t, tc.claim, claim, "the state claim")
+			var mounted string
+			for _, m := range pod.Containers[0].VolumeMounts {
+				if m.Name == "state" {
+					mounted = m.MountPath
+				}
+			}
+			durable := cfg.Processors["budget_tail_sampling"].Durable
+			queue := cfg.Exporters["otlp_grpc/backend"].SendingQueue
+			if !tc.durable {
+				assert.Empty(t, mounted)
+				assert.Nil(t, durable)
+				assert.Nil(t, queue["storage"])
+				return
+			}
+			require.NotEmpty(t, mounted, "the state volume is mounted")
+			assert.Equal(t, true, durable["enabled"])
+			assert.Equal(t, "interval", durable["sync"])
+			assert.True(t, strings.HasPrefix(fmt.Sprint(durable["directory"]), mounted+"/"), "the log on the volume")
+			assert.Equal(t, "file_storage/queue", queue["storage"], "the backend queue persistent")
+			assert.True(t, strings.HasPrefix(fmt.Sprint(cfg.Extensions["file_storage/queue"]["directory"]), mounted+"/"), "the queue on the volume")
+			assert.Contains(t, cfg.Service.Extensions, "file_storage/queue")
+		})
 	}
 }

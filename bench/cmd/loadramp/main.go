@@ -274,6 +274,8 @@ var setupsByName = map[string]setup{
 	"bare_spanmetrics": {config: "bench/testdata/bare.yaml", overlays: []string{"bench/testdata/spanmetrics.yaml"}},
 	"tail":             {config: "configs/tail.yaml"},
 	"tail_red_off":     {config: "configs/tail.yaml", env: []string{"RED_METRICS_ENABLED=false"}},
+	// The buffer's write-ahead log off (tail keeps it on): its cost.
+	"tail_durable_off": {config: "configs/tail.yaml", env: []string{"DURABLE_ENABLED=false"}},
 	// The sampler's buffer held S2-compressed (buffer_compression: s2).
 	"tail_s2": {config: "configs/tail.yaml", env: []string{"BUFFER_COMPRESSION=s2"}},
 	"contrib": {config: "bench/testdata/contrib-tail.yaml"},
