@@ -171,3 +171,26 @@ func TestKeysAndRareConfigErrorsNameTheField(t *testing.T) {
 	old.Baseline.MaxKeys = 70
 	assert.ErrorContains(t, confmap.Validate(old), "max_services: is the former name of baseline.max_keys")
 }
+
+func TestDurableConfigLoadsAndErrorsNameTheField(t *testing.T) {
+	ok := loadConfig(t, "durable")
+	require.NoError(t, confmap.Validate(ok))
+	assert.Equal(t, DurableConfig{Enabled: true, Directory: "/var/lib/otelcol-cost/tail", Sync: "always",
+		SyncInterval: time.Second, SegmentBytes: 1 << 20, MaxBytes: 64 << 20}, ok.Durable)
+	assert.False(t, createDefaultConfig().Durable.Enabled, "off unless configured (on in configs/sampler.yaml and the chart)")
+
+	err := confmap.Validate(loadConfig(t, "bad_durable"))
+	require.Error(t, err)
+	for _, want := range []string{
+		"durable.directory: must be set when durable.enabled is true",
+		`durable.sync: must be "none", "interval" or "always", got "sometimes"`,
+		"durable.segment_bytes: must be ≥ 65536, got 1024",
+		"durable.max_bytes: must be ≥ 0, got -1",
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+	cfg := testConfig()
+	cfg.Durable = DurableConfig{Enabled: true, Directory: "d", Sync: "interval", SegmentBytes: 1 << 20, MaxBytes: 1 << 20}
+	assert.ErrorContains(t, confmap.Validate(cfg), "durable.sync_interval: must be > 0")
+	assert.ErrorContains(t, confmap.Validate(cfg), "durable.max_bytes: must be 0 or at least 4 × segment_bytes")
+}
