@@ -160,20 +160,39 @@ func crashAndReplay(t *testing.T, durable bool) {
 }
 
 // TestDurableUnwritableDirectoryFailsAtStart: a log directory that cannot
-// be created is an error at start naming the field.
+// be created, or is on a read-only file system, is an error at start
+// naming the field.
 func TestDurableUnwritableDirectoryFailsAtStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	data := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(data, "tail"), []byte("a file where the log's directory goes"), 0o600))
-	c, err := launchCollector(t, newEndpoints(t), map[string]string{
-		"OTLP_BACKEND_ENDPOINT": "127.0.0.1:1", "OTELCOL_COST_DATA_DIR": data,
-	}, configPath("sampler.yaml"))
-	require.Error(t, err, "the collector must not start")
-	_ = c
-	assert.Contains(t, err.Error(), "durable.directory")
-	assert.Contains(t, err.Error(), "not a directory")
+	t.Run("not a directory", func(t *testing.T) {
+		data := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(data, "tail"), []byte("a file where the log's directory goes"), 0o600))
+		_, err := launchCollector(t, newEndpoints(t), map[string]string{
+			"OTLP_BACKEND_ENDPOINT": "127.0.0.1:1", "OTELCOL_COST_DATA_DIR": data,
+		}, configPath("sampler.yaml"))
+		require.Error(t, err, "the collector must not start")
+		assert.Contains(t, err.Error(), "durable.directory")
+		assert.Contains(t, err.Error(), "not a directory")
+	})
+	t.Run("read-only file system", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("mounting a tmpfs needs root")
+		}
+		ro := t.TempDir()
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro).CombinedOutput(); err != nil {
+			t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("umount", "-l", ro).Run() })
+		overlay := filepath.Join(t.TempDir(), "ro.yaml")
+		require.NoError(t, os.WriteFile(overlay, []byte("processors:\n  budget_tail_sampling:\n    durable:\n      directory: "+ro+"\n"), 0o600))
+		_, err := launchCollector(t, newEndpoints(t), map[string]string{"OTLP_BACKEND_ENDPOINT": "127.0.0.1:1"},
+			configPath("sampler.yaml"), overlay)
+		require.Error(t, err, "the collector must not start")
+		assert.Contains(t, err.Error(), "durable.directory")
+		assert.Contains(t, err.Error(), "read-only file system")
+	})
 }
 
 // TestDurableFullDiskLosesNothing: the log's directory is a 1 MiB tmpfs

@@ -169,6 +169,9 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 		o.ObserveInt64(t.DurableReplayed, p.wal.replayed.Load())
 		o.ObserveInt64(t.DurableCorrupt, p.wal.log.Corrupt())
 		o.ObserveInt64(t.DurableFailures, p.wal.log.Failures())
+		o.ObserveInt64(t.DurableSegments, int64(p.wal.log.Segments()))
+		o.ObserveInt64(t.DurableTraces, p.wal.traces.Load())
+		o.ObserveInt64(t.DurableSkipped, p.wal.log.Skipped())
 	}
 	if p.handoff != nil {
 		p.handoff.Observe(t, o)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
@@ -35,6 +36,7 @@ import (
 type walState struct {
 	log      *durable.Log
 	replayed atomic.Int64
+	traces   atomic.Int64
 	// lastWarn rate-limits the write warning (Unix ns).
 	lastWarn atomic.Int64
 }
@@ -45,14 +47,15 @@ const walMaintainInterval = 250 * time.Millisecond
 
 // openWAL opens the log in the component's own subdirectory: an
 // unwritable directory fails the collector's start, naming the field.
-func openWAL(cfg *Config, id component.ID) (*walState, error) {
+func openWAL(cfg *Config, id component.ID, tel *metadata.Telemetry) (*walState, error) {
 	dir := filepath.Join(cfg.Durable.Directory, strings.ReplaceAll(id.String(), "/", "_"))
 	maxBytes := cfg.Durable.MaxBytes
 	if maxBytes == 0 {
 		maxBytes = 2 * cfg.MaxBufferedBytes
 	}
 	l, err := durable.Open(dir, durable.Options{Sync: cfg.Durable.Sync, SyncInterval: cfg.Durable.SyncInterval,
-		SegmentBytes: cfg.Durable.SegmentBytes, MaxBytes: maxBytes})
+		SegmentBytes: cfg.Durable.SegmentBytes, MaxBytes: maxBytes,
+		OnSync: func(d time.Duration) { tel.DurableSync.Record(context.Background(), d.Seconds()) }})
 	if err != nil {
 		return nil, fmt.Errorf("durable.directory: cannot write the log in %q: %w", dir, err)
 	}
@@ -126,6 +129,7 @@ func (p *budgetTailSampler) commitRequest(b *durable.Batch, ids []pcommon.TraceI
 func (p *budgetTailSampler) replayWAL(ctx context.Context) error {
 	var unmarshaler ptrace.ProtoUnmarshaler
 	var bad int64
+	traces := map[[16]byte]struct{}{}
 	st, err := p.wal.log.Replay(func(f durable.Fragment) {
 		td, err := unmarshaler.UnmarshalTraces(f.Encoded)
 		if err != nil {
@@ -134,14 +138,16 @@ func (p *budgetTailSampler) replayWAL(ctx context.Context) error {
 		}
 		if p.consume(ctx, td, time.Unix(0, f.At)) == nil {
 			p.wal.replayed.Add(int64(td.SpanCount()))
+			traces[f.ID] = struct{}{}
 		}
 	})
+	p.wal.traces.Add(int64(len(traces)))
 	if err != nil {
 		return fmt.Errorf("durable: replaying %s: %w", p.wal.log.Dir(), err)
 	}
 	if st.Fragments > 0 || st.Corrupt > 0 {
 		p.logger.Info("durable log replayed: undecided traces buffered again",
-			zap.Int64("fragments", st.Fragments), zap.Int64("spans", p.wal.replayed.Load()),
+			zap.Int64("fragments", st.Fragments), zap.Int("traces", len(traces)), zap.Int64("spans", p.wal.replayed.Load()),
 			zap.Int64("fragments_already_decided", st.Done), zap.Int64("corrupt_segments", st.Corrupt),
 			zap.Int64("corrupt_bytes", st.CorruptBytes), zap.Int64("undecodable_fragments", bad))
 	}

@@ -49,6 +49,7 @@ func TestDurableReplayKeepsTracesWholeAndSendsDecidedOnesOnce(t *testing.T) {
 	require.NoError(t, restarted.p.replayWAL(context.Background()))
 	assert.EqualValues(t, 50, restarted.p.bufferedTraces(), "the undecided traces, and only they, buffered again")
 	assert.Equal(t, 50.0, restarted.metric(metadata.MetricDurableReplayed))
+	assert.Equal(t, 50.0, restarted.metric(metadata.MetricDurableTraces))
 	for _, id := range buffered {
 		restarted.send(oneSpan("frontend", id, 1, 0, restarted.now, time.Millisecond))
 	}

@@ -183,7 +183,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		})
 	}
 	if cfg.Durable.Enabled {
-		if p.wal, err = openWAL(cfg, set.ID); err != nil {
+		if p.wal, err = openWAL(cfg, set.ID, tel); err != nil {
 			return nil, err
 		}
 	}

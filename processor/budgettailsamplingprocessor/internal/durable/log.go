@@ -72,6 +72,8 @@ type Options struct {
 	SegmentBytes int64
 	// MaxBytes bounds the log on disk; Commit refuses past it.
 	MaxBytes int64
+	// OnSync, when set, is told how long each flush to the device took.
+	OnSync func(time.Duration)
 }
 
 type segment struct {
@@ -101,6 +103,7 @@ type Log struct {
 	batches    sync.Pool
 	failures   atomic.Int64
 	corrupted  atomic.Int64
+	skipped    atomic.Int64
 
 	mu      sync.Mutex
 	pending []byte
@@ -220,6 +223,9 @@ func (l *Log) Failures() int64 { return l.failures.Load() }
 
 // Corrupt counts the segments Replay found torn or corrupt.
 func (l *Log) Corrupt() int64 { return l.corrupted.Load() }
+
+// Skipped is the bytes of torn or corrupt tails Replay skipped.
+func (l *Log) Skipped() int64 { return l.skipped.Load() }
 
 // Batch is one request's records, framed outside the log's lock.
 type Batch struct {
@@ -386,11 +392,20 @@ func (l *Log) syncLocked() error {
 	if l.file == nil || !l.dirty {
 		return nil
 	}
-	if err := l.file.Sync(); err != nil {
+	if err := l.timedSync(l.file); err != nil {
 		return err
 	}
 	l.dirty = false
 	return nil
+}
+
+func (l *Log) timedSync(f *os.File) error {
+	start := time.Now()
+	err := f.Sync()
+	if l.opts.OnSync != nil && err == nil {
+		l.opts.OnSync(time.Since(start))
+	}
+	return err
 }
 
 // Sync flushes what was written to the device (sync interval), without
@@ -405,7 +420,7 @@ func (l *Log) Sync() error {
 	if f == nil || !dirty {
 		return nil
 	}
-	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+	if err := l.timedSync(f); err != nil && !errors.Is(err, os.ErrClosed) {
 		return err
 	}
 	return nil

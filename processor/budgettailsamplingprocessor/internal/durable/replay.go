@@ -57,7 +57,10 @@ func (l *Log) Replay(fn func(Fragment)) (ReplayStats, error) {
 		}
 	}
 	st.Corrupt, st.CorruptBytes = 0, 0 // counted on the second pass
-	defer func() { l.corrupted.Add(st.Corrupt) }()
+	defer func() {
+		l.corrupted.Add(st.Corrupt)
+		l.skipped.Add(st.CorruptBytes)
+	}()
 	for _, s := range old {
 		err := l.readSegment(s, func(kind byte, id [16]byte, at int64, enc []byte) {
 			if kind != kindFragment {

@@ -53,6 +53,10 @@ const (
 	MetricDurableReplayed   = prefix + "durable_replayed_spans"
 	MetricDurableCorrupt    = prefix + "durable_corrupt_segments"
 	MetricDurableFailures   = prefix + "durable_write_failures"
+	MetricDurableSegments   = prefix + "durable_segments"
+	MetricDurableTraces     = prefix + "durable_replayed_traces"
+	MetricDurableSkipped    = prefix + "durable_skipped_bytes"
+	MetricDurableSync       = prefix + "durable_sync_duration"
 	MetricREDRequests       = prefix + "red_requests"
 	MetricREDErrors         = prefix + "red_errors"
 	MetricREDSpans          = prefix + "red_spans"
@@ -107,6 +111,10 @@ type Telemetry struct {
 	DurableReplayed metric.Int64ObservableCounter
 	DurableCorrupt  metric.Int64ObservableCounter
 	DurableFailures metric.Int64ObservableCounter
+	DurableSegments metric.Int64ObservableGauge
+	DurableTraces   metric.Int64ObservableCounter
+	DurableSkipped  metric.Int64ObservableCounter
+	DurableSync     metric.Float64Histogram
 	DecisionLatency metric.Float64Histogram
 	REDRequests     metric.Int64Counter
 	REDErrors       metric.Int64Counter
@@ -122,7 +130,7 @@ func (t *Telemetry) Observables() []metric.Observable {
 		t.HandoffTraces, t.HandoffSpans, t.HandoffDecisions, t.HandoffProxied, t.HandoffFailed, t.RingMembers, t.RingChanges,
 		t.ReliefActive, t.ReliefLevel, t.ReliefSpans, t.ReliefActivations, t.ReliefProb,
 		t.ReliefRecalled, t.ReliefShed, t.ReliefRecallEvicted, t.ReliefRecallBytes, t.KeyFolds,
-		t.DurableBytes, t.DurableReplayed, t.DurableCorrupt, t.DurableFailures}
+		t.DurableBytes, t.DurableReplayed, t.DurableCorrupt, t.DurableFailures, t.DurableSegments, t.DurableTraces, t.DurableSkipped}
 }
 
 // NewTelemetry creates the instruments on the collector's meter provider.
@@ -169,6 +177,11 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.DurableReplayed = b.Int64ObservableCounter(MetricDurableReplayed, "Spans read back from the write-ahead log at start (buffered and undecided when the sampler stopped) and buffered again.", "{span}")
 	t.DurableCorrupt = b.Int64ObservableCounter(MetricDurableCorrupt, "Log segments whose tail was torn or corrupt at start: the rest of the segment is skipped.", "{segment}")
 	t.DurableFailures = b.Int64ObservableCounter(MetricDurableFailures, "Requests whose fragments could not be written to the log (disk full, I/O error, or the log at durable.max_bytes): their traces are decided at once, as a full buffer's are, before the request is acknowledged.", "{request}")
+	t.DurableSegments = b.Int64ObservableGauge(MetricDurableSegments, "Segment files of the write-ahead log, the one being written included.", "{segment}")
+	t.DurableTraces = b.Int64ObservableCounter(MetricDurableTraces, "Traces read back from the write-ahead log at start and buffered again.", "{trace}")
+	t.DurableSkipped = b.Int64ObservableCounter(MetricDurableSkipped, "Bytes of torn or corrupt segment tails skipped at start.", "By")
+	t.DurableSync = b.Float64Histogram(MetricDurableSync, "Time one flush of the write-ahead log to the device took (durable.sync interval or always).", "s",
+		0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
 	t.DecisionLatency = b.Float64Histogram(MetricDecisionLatency, "Time from a trace's first span to its decision.", "s",
 		0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60)
 	t.REDRequests = b.Int64Counter(MetricREDRequests, "Traces decided (kept or not), by key (the fairness key; _other past red_metrics.max_keys): requests, from 100% of the traffic.", "{request}")
