@@ -242,4 +242,3 @@ func TestDurableReplaySurvivesTruncationAtEveryOffset(t *testing.T) {
 		}
 	}
 }
-
