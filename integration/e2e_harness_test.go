@@ -71,6 +71,9 @@ func startTier(t *testing.T, o tierOptions) *tier {
 			"DECISION_WAIT_AFTER_ROOT": "1500ms",
 			"ADJUST_INTERVAL":          "2s",
 			"LOG_LEVEL":                "warn",
+			// Its own state volume, kept across restarts (the durable
+			// log and the backend queue).
+			"OTELCOL_COST_DATA_DIR": t.TempDir(),
 		}
 		for k, v := range o.samplerEnv {
 			env[k] = v
@@ -127,6 +130,14 @@ func (tr *tier) resolveSamplers(samplers []*collector) reroute {
 // restartSampler stops sampler i with SIGTERM and starts it again where it was.
 func (tr *tier) restartSampler(i int) {
 	tr.samplers[i].stop()
+	tr.samplers[i] = startCollectorAt(tr.t, tr.samplers[i].ep, tr.env[i], tr.configs...)
+}
+
+// killSampler SIGKILLs sampler i and starts it again at once on the same
+// address and state directory: a container restarted in its pod after an
+// OOM kill or a crash.
+func (tr *tier) killSampler(i int) {
+	tr.samplers[i].kill()
 	tr.samplers[i] = startCollectorAt(tr.t, tr.samplers[i].ep, tr.env[i], tr.configs...)
 }
 

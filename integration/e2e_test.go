@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -275,6 +276,67 @@ func TestE2ESamplerKilled(t *testing.T) {
 	assert.Zero(t, lostAfter, "traces started after the gateway reloaded are routed to live samplers")
 	assert.Less(t, float64(lost), 0.2*float64(o.sent), "loss is confined to the dead sampler's buffer and the detection window")
 	reportRow("sampler killed", o.sent, o.kept, lost, o.split, fmt.Sprintf("rerouted +%.1fs", rerouted.ready.Sub(killedAt).Seconds()))
+}
+
+// TestE2ESamplerKilledDurable: a sampler is SIGKILLed mid-load and its
+// container restarts at once on the same address and volume (an OOM kill,
+// a crash); in a second run, five kills in a row. The gateway retries what
+// the dead sampler did not acknowledge; with durable on, the sampler
+// replays what it did. Every span reaches the backend once and no trace is
+// split. Without the log (and with the in-memory backend queue of before),
+// what the sampler held is lost: that row is measured, not asserted.
+func TestE2ESamplerKilledDurable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	for _, tc := range []struct {
+		name    string
+		durable bool
+		kills   int
+	}{
+		{"sampler killed, restarted", false, 1},
+		{"sampler killed, durable", true, 1},
+		{"killed 5 times, durable", true, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"DURABLE_ENABLED": fmt.Sprint(tc.durable)}
+			var configs []string
+			if !tc.durable {
+				overlay := filepath.Join(t.TempDir(), "memory-queue.yaml")
+				require.NoError(t, os.WriteFile(overlay, []byte("exporters:\n  otlp_grpc/backend:\n    sending_queue:\n      storage: null\n"), 0o600))
+				configs = []string{configPath("sampler.yaml"), overlay}
+			}
+			tr := startTier(t, tierOptions{samplers: 3, budget: 1e6, samplerEnv: env, samplerConfig: configs})
+			lg := newLoadGen(t, tr.gateway, 50, 5)
+			done := lg.start(24 * time.Second)
+			time.Sleep(8 * time.Second)
+			for k := range tc.kills {
+				tr.killSampler(2 - k%2) // the last kills alternate between two samplers
+				time.Sleep(2 * time.Second)
+			}
+			<-done
+			waitQuiet(t, tr.sinks, 6*time.Second)
+			o := collectOutcome(lg, tr.sinks)
+			lost := o.sent - o.kept
+			var replayed float64
+			for _, s := range tr.samplers {
+				v, _ := metricValue(s.metrics(), "otelcol_processor_budget_tail_sampling_durable_replayed_spans_total", nil)
+				replayed += v
+			}
+			t.Logf("%s: %d of %d spans lost, %d traces split, %d spans twice at the backend, %.0f spans replayed",
+				tc.name, lost, o.sent, o.split, o.duplicates, replayed)
+			note := fmt.Sprintf("%d twice", o.duplicates)
+			reportRow(tc.name, o.sent, o.kept, lost, o.split, note)
+			if !tc.durable {
+				return
+			}
+			assert.Positive(t, replayed, "the restarted sampler replayed what it held")
+			assert.Zero(t, lost, "no acknowledged span lost")
+			assert.Zero(t, o.split, "no trace split")
+			assert.Zero(t, o.duplicates, "no span sent twice")
+			assert.Empty(t, o.incomplete, "every kept trace whole")
+		})
+	}
 }
 
 // TestE2EAlertsFire: an undersized contrib tail_sampling drops traces too

@@ -130,17 +130,34 @@ func (p *budgetTailSampler) replayWAL(ctx context.Context) error {
 	var unmarshaler ptrace.ProtoUnmarshaler
 	var bad int64
 	traces := map[[16]byte]struct{}{}
+	// A request's fragments share its arrival time: consumed together
+	// again, they share a slab as they did (one slab each would overrun
+	// max_buffered_bytes on a full buffer's replay).
+	request, at := ptrace.NewTraces(), int64(0)
+	flush := func() {
+		if request.ResourceSpans().Len() == 0 {
+			return
+		}
+		n := request.SpanCount()
+		if p.consume(ctx, request, time.Unix(0, at)) == nil {
+			p.wal.replayed.Add(int64(n))
+		}
+		request = ptrace.NewTraces()
+	}
 	st, err := p.wal.log.Replay(func(f durable.Fragment) {
 		td, err := unmarshaler.UnmarshalTraces(f.Encoded)
 		if err != nil {
 			bad++
 			return
 		}
-		if p.consume(ctx, td, time.Unix(0, f.At)) == nil {
-			p.wal.replayed.Add(int64(td.SpanCount()))
-			traces[f.ID] = struct{}{}
+		if f.At != at {
+			flush()
+			at = f.At
 		}
+		td.ResourceSpans().MoveAndAppendTo(request.ResourceSpans())
+		traces[f.ID] = struct{}{}
 	})
+	flush()
 	p.wal.traces.Add(int64(len(traces)))
 	if err != nil {
 		return fmt.Errorf("durable: replaying %s: %w", p.wal.log.Dir(), err)

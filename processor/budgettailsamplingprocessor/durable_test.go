@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 )
 
@@ -174,4 +175,45 @@ func TestDurableReplayHandsOnTracesTheRingGivesAway(t *testing.T) {
 	ht.advance(3 * time.Second)
 	assert.Zero(t, b.p.bufferedTraces())
 	assertWhole(t, ht.where(), 200)
+}
+
+// How long a restart takes to replay a full default buffer
+// (max_buffered_bytes, 256 MiB of 4-span traces in 50-trace requests,
+// nothing decided): the log is read, every fragment decoded, split and
+// buffered again.
+//
+//	go test -run '^$' -bench DurableReplayFullBuffer -benchtime 1x ./processor/budgettailsamplingprocessor/
+func BenchmarkDurableReplayFullBuffer(b *testing.B) {
+	dir := b.TempDir()
+	cfg := durableConfig(dir)
+	cfg.MaxBufferedBytes = createDefaultConfig().MaxBufferedBytes
+	cfg.MaxTraces = 10_000_000
+	cfg.DecisionWait, cfg.DecisionWaitAfterRoot = time.Hour, time.Hour
+	cfg.Durable.MaxBytes = 4 * cfg.MaxBufferedBytes
+	filled := newTestSampler(b, cfg)
+	g := workload.NewGenerator(workload.Options{Services: 20, SpansPerTrace: 4, Seed: 5, Start: filled.now})
+	spans := 0
+	for filled.p.totals.Bytes() < cfg.MaxBufferedBytes*9/10 {
+		td := ptrace.NewTraces()
+		for range 50 {
+			spans += g.Next(td).Spans
+		}
+		filled.send(td)
+	}
+	logBytes := filled.p.wal.log.Size()
+	b.ResetTimer()
+	for b.Loop() {
+		again := newTestSampler(b, cfg)
+		start := time.Now()
+		if err := again.p.replayWAL(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		elapsed := time.Since(start)
+		if _, _, got, _ := again.p.tally(); int(got) != spans {
+			b.Fatalf("replayed %d spans of %d (log %d bytes, %d failures, replayed metric %v, buffered traces %d)", got, spans, logBytes, filled.p.wal.log.Failures(), again.metric(metadata.MetricDurableReplayed), again.p.bufferedTraces())
+		}
+		b.ReportMetric(elapsed.Seconds(), "s/replay")
+		b.ReportMetric(float64(spans)/elapsed.Seconds(), "spans/s")
+		b.ReportMetric(float64(logBytes)/(1<<20), "log-MiB")
+	}
 }
