@@ -41,7 +41,6 @@ func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 const decideRun = 64
 
 func (p *budgetTailSampler) decideShards(ctx context.Context, shards []*shard, now time.Time) {
-	defer p.holdForwarding()()
 	var out forward.Kept
 	for _, sh := range shards {
 		sh.mu.Lock()
@@ -108,7 +107,7 @@ func (p *budgetTailSampler) expired(t *tracebuf.Trace, now time.Time) bool {
 // kept at T_out = P2T(p · T2P(T_in)) (OTEP 235).
 func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, cause traceinfo.Reason, out *forward.Kept) {
 	sh.Remove(t)
-	p.noteLeft(t.ID, out)
+	p.noteLeft(t, out)
 	resident := p.since(now, t.Arrived)
 	sh.arrivals.Decided++
 	sh.arrivals.Resident += resident

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,13 +29,14 @@ import (
 // decided as usual.
 //
 // A segment is deleted once every fragment in it arrived before the oldest
-// trace still buffered. That holds only if every trace that left the
-// buffer before then was forwarded: the paths from a decision to its
-// forward hold forwarding (read), and deleting takes it (write).
+// trace still buffered or on its way out: a pass that took traces out of
+// the buffer holds their oldest arrival until it is forwarded (inflight),
+// without holding up intake.
 
 // walState is the processor's log and what it counts.
 type walState struct {
 	log      *durable.Log
+	inflight inflight
 	replayed atomic.Int64
 	traces   atomic.Int64
 	// lastWarn rate-limits the write warning (Unix ns).
@@ -59,16 +61,7 @@ func openWAL(cfg *Config, id component.ID, tel *metadata.Telemetry) (*walState, 
 	if err != nil {
 		return nil, fmt.Errorf("durable.directory: cannot write the log in %q: %w", dir, err)
 	}
-	return &walState{log: l}, nil
-}
-
-// holdForwarding is held from a decision to its forward; a no-op without
-// the log.
-func (p *budgetTailSampler) holdForwarding() func() {
-	if p.wal == nil {
-		return func() {}
-	}
-	return p.wal.log.Hold()
+	return &walState{log: l, inflight: inflight{oldest: map[*forward.Kept]int64{}}}, nil
 }
 
 // forward hands what a pass kept on, then marks in the log every trace
@@ -79,6 +72,7 @@ func (p *budgetTailSampler) forward(ctx context.Context, out *forward.Kept) {
 	if p.wal == nil || len(out.Decided()) == 0 {
 		return
 	}
+	defer p.wal.inflight.release(out)
 	b := p.wal.log.NewBatch()
 	at := p.now().UnixNano()
 	for _, id := range out.Decided() {
@@ -90,11 +84,47 @@ func (p *budgetTailSampler) forward(ctx context.Context, out *forward.Kept) {
 	p.wal.log.Free(b)
 }
 
-// noteLeft notes, for the log, a trace leaving the buffer.
-func (p *budgetTailSampler) noteLeft(id pcommon.TraceID, out *forward.Kept) {
-	if p.wal != nil {
-		out.NoteDecided(id)
+// noteLeft notes, for the log, a trace leaving the buffer (called with
+// its shard's lock held): the pass is in flight, and its oldest arrival
+// holds the log's segments, until it is forwarded.
+func (p *budgetTailSampler) noteLeft(t *tracebuf.Trace, out *forward.Kept) {
+	if p.wal == nil {
+		return
 	}
+	out.NoteDecided(t.ID)
+	p.wal.inflight.hold(out, p.timeAt(t.Arrived).UnixNano())
+}
+
+// inflight are the passes between their first decision and their forward,
+// with the oldest arrival of the traces each took out of the buffer.
+type inflight struct {
+	mu     sync.Mutex
+	oldest map[*forward.Kept]int64
+}
+
+func (f *inflight) hold(out *forward.Kept, arrived int64) {
+	f.mu.Lock()
+	if at, ok := f.oldest[out]; !ok || arrived < at {
+		f.oldest[out] = arrived
+	}
+	f.mu.Unlock()
+}
+
+func (f *inflight) release(out *forward.Kept) {
+	f.mu.Lock()
+	delete(f.oldest, out)
+	f.mu.Unlock()
+}
+
+// min is the oldest arrival any pass in flight holds (MaxInt64: none).
+func (f *inflight) min() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	oldest := int64(math.MaxInt64)
+	for _, at := range f.oldest {
+		oldest = min(oldest, at)
+	}
+	return oldest
 }
 
 // commitRequest writes a request's buffered fragments (b) before the
@@ -182,7 +212,7 @@ func (p *budgetTailSampler) maintainWAL() {
 		}
 	}
 	_ = l.CommitPending()
-	if _, err := l.RetainBehind(p.oldestArrival); err != nil {
+	if _, err := l.Retain(p.oldestArrival()); err != nil {
 		p.logger.Warn("cannot delete a durable log segment", zap.Error(err))
 	}
 }
@@ -202,8 +232,10 @@ func (p *budgetTailSampler) closeWAL(lost bool) {
 	}
 }
 
-// oldestArrival is when the oldest trace still buffered arrived (Unix ns),
-// the latest possible when none is.
+// oldestArrival is when the oldest trace still buffered, or taken out by a
+// pass not yet forwarded, arrived (Unix ns); the latest possible when none
+// is. The passes are read after the shards: a trace leaves its shard and
+// joins its pass under the shard's lock, so it is seen in one or the other.
 func (p *budgetTailSampler) oldestArrival() int64 {
 	oldest := int64(math.MaxInt64)
 	for _, sh := range p.shards {
@@ -214,13 +246,12 @@ func (p *budgetTailSampler) oldestArrival() int64 {
 		sh.EachHanded(func(t *tracebuf.Trace) { oldest = min(oldest, p.timeAt(t.Arrived).UnixNano()) })
 		sh.mu.Unlock()
 	}
-	return oldest
+	return min(oldest, p.wal.inflight.min())
 }
 
 // decideArrivedBy decides early every buffered trace that arrived by upTo
 // (Unix ns), oldest first.
 func (p *budgetTailSampler) decideArrivedBy(upTo int64) {
-	defer p.holdForwarding()()
 	now := p.now()
 	var out forward.Kept
 	for _, sh := range p.shards {

@@ -137,7 +137,6 @@ func (p *budgetTailSampler) receive(ctx context.Context, td ptrace.Traces, from 
 		return
 	}
 	defer req.Release()
-	defer p.holdForwarding()()
 	var out forward.Kept
 	var encoded, scratch []byte
 	var logged *durable.Batch

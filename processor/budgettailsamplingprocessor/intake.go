@@ -35,7 +35,6 @@ func (p *budgetTailSampler) consume(ctx context.Context, td ptrace.Traces, repla
 		return err
 	}
 	defer req.Release()
-	defer p.holdForwarding()()
 	now := p.now()
 	arrived := arrivedNow(now)
 	if !replayedAt.IsZero() {

@@ -319,7 +319,6 @@ func (p *budgetTailSampler) Shutdown(ctx context.Context) error {
 		p.handoff.Leave(ctx)
 	}
 	now := p.now()
-	release := p.holdForwarding()
 	lost := false
 	for _, sh := range p.shards {
 		var out forward.Kept
@@ -340,7 +339,6 @@ func (p *budgetTailSampler) Shutdown(ctx context.Context) error {
 		sh.mu.Unlock()
 		p.forward(ctx, &out)
 	}
-	release()
 	if p.wal != nil {
 		p.closeWAL(lost)
 	}

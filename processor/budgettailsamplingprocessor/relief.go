@@ -163,7 +163,6 @@ func (p *budgetTailSampler) shedOnMemory() {
 		return
 	}
 	p.lastShed = now
-	defer p.holdForwarding()()
 	// The heap over deactivation_level, taken out of the buffer: the
 	// buffer is most of the heap, but not all of it (a cut in proportion
 	// to the buffer alone was too small to stop memory_limiter).

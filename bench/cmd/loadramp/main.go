@@ -276,6 +276,7 @@ var setupsByName = map[string]setup{
 	"tail_red_off":     {config: "configs/tail.yaml", env: []string{"RED_METRICS_ENABLED=false"}},
 	// The buffer's write-ahead log off (tail keeps it on): its cost.
 	"tail_durable_off": {config: "configs/tail.yaml", env: []string{"DURABLE_ENABLED=false"}},
+	"tail_sync_none":   {config: "configs/tail.yaml", env: []string{"DURABLE_SYNC=none"}},
 	// The sampler's buffer held S2-compressed (buffer_compression: s2).
 	"tail_s2": {config: "configs/tail.yaml", env: []string{"BUFFER_COMPRESSION=s2"}},
 	"contrib": {config: "bench/testdata/contrib-tail.yaml"},
