@@ -166,7 +166,7 @@ func (p *budgetTailSampler) shedOnMemory() {
 	// The heap over deactivation_level, taken out of the buffer: the
 	// buffer is most of the heap, but not all of it (a cut in proportion
 	// to the buffer alone was too small to stop memory_limiter).
-	excess := (level - p.cfg.StressRelief.DeactivationLevel) / 100 * float64(p.relief.MemoryLimit())
+	excess := (level - p.cfg.StressRelief.DeactivationLevel) / 100 * p.relief.MemoryBound()
 	target := p.totals.Bytes() - int64(excess)
 	var out forward.Kept
 	for p.totals.Bytes() > target {
