@@ -103,12 +103,9 @@ type Log struct {
 	skipped    atomic.Int64
 
 	mu      sync.Mutex
-	// pending are the batches of the pending generation, written as they
-	// are (no copy: a batch is its caller's until its Commit returns).
-	pending    [][]byte
-	pendingLen int64
-	spare      [][]byte
-	gen        uint64     // the pending generation
+	pending []byte
+	spare   []byte
+	gen     uint64     // the pending generation
 	segs    []*segment // oldest first; the last is where pending goes
 	size    int64      // on disk, every segment
 
@@ -259,16 +256,12 @@ func (b *Batch) AddDone(id [16]byte, at int64) {
 }
 
 // Append adds the batch's records to the pending generation, which it
-// returns for Commit; the batch must not change until Commit returns. A
-// mark lost in a crash makes its trace decided again on replay (sent at
-// least once).
+// returns for Commit. A mark lost in a crash makes its trace decided again
+// on replay (sent at least once).
 func (l *Log) Append(b *Batch) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(b.buf) > 0 {
-		l.pending = append(l.pending, b.buf)
-		l.pendingLen += int64(len(b.buf))
-	}
+	l.pending = append(l.pending, b.buf...)
 	if last := l.segs[len(l.segs)-1]; b.maxAt > last.maxAt {
 		last.maxAt = b.maxAt
 	}
@@ -299,7 +292,7 @@ func (l *Log) Commit(gen uint64) error {
 // them).
 func (l *Log) CommitPending() error {
 	l.mu.Lock()
-	gen, empty := l.gen, l.pendingLen == 0
+	gen, empty := l.gen, len(l.pending) == 0
 	l.mu.Unlock()
 	if empty {
 		return nil
@@ -311,30 +304,29 @@ func (l *Log) CommitPending() error {
 // with writeMu held.
 func (l *Log) writeLocked() {
 	l.mu.Lock()
-	bufs, n, gen := l.pending, l.pendingLen, l.gen
-	l.pending, l.pendingLen = l.spare[:0], 0
+	buf, gen := l.pending, l.gen
+	l.pending = l.spare[:0]
 	l.gen++
 	seg := l.segs[len(l.segs)-1]
 	var err error
 	if l.opts.MaxBytes > 0 && l.size >= l.opts.MaxBytes {
 		err = ErrFull
 	}
-	rotate := err == nil && l.opts.SegmentBytes > 0 && seg.size+n >= l.opts.SegmentBytes
+	rotate := err == nil && l.opts.SegmentBytes > 0 && seg.size+int64(len(buf)) >= l.opts.SegmentBytes
 	if rotate {
 		// What is appended from now on goes to the next segment.
 		l.segs = append(l.segs, &segment{seq: seg.seq + 1})
 	}
 	l.mu.Unlock()
 
-	if err == nil && n > 0 {
-		err = l.writeTo(seg, bufs)
+	if err == nil && len(buf) > 0 {
+		err = l.writeTo(seg, buf)
 	}
 	l.mu.Lock()
-	clear(bufs) // the batches go back to their callers
-	l.spare = bufs
+	l.spare = buf
 	if err == nil {
-		seg.size += n
-		l.size += n
+		seg.size += int64(len(buf))
+		l.size += int64(len(buf))
 	} else if rotate {
 		l.segs = l.segs[:len(l.segs)-1]
 		rotate = false
@@ -361,7 +353,7 @@ func (l *Log) writeLocked() {
 	}
 }
 
-func (l *Log) writeTo(seg *segment, bufs [][]byte) error {
+func (l *Log) writeTo(seg *segment, buf []byte) error {
 	if l.file == nil || l.fileSeq != seg.seq {
 		if l.file != nil {
 			_ = l.file.Close()
@@ -373,24 +365,18 @@ func (l *Log) writeTo(seg *segment, bufs [][]byte) error {
 		}
 		l.file, l.fileSeq = f, seg.seq
 	}
-	// One write per batch: fewer bytes copied than joining them first.
-	var written int64
-	for _, b := range bufs {
-		n, err := l.file.Write(b)
-		written += int64(n)
-		if err != nil {
-			// What the generation wrote is cut off, so that the next
-			// generation's frames follow the last whole one.
-			if written > 0 {
-				if st, serr := l.file.Stat(); serr == nil {
-					_ = l.file.Truncate(st.Size() - written)
-				}
-			}
-			return err
+	n, err := l.file.Write(buf)
+	if err != nil && n > 0 {
+		// A short write leaves a torn frame: cut it off, so that the
+		// retry's frames follow a whole one.
+		if st, serr := l.file.Stat(); serr == nil {
+			_ = l.file.Truncate(st.Size() - int64(n))
 		}
 	}
-	l.dirty = true
-	return nil
+	if err == nil {
+		l.dirty = true
+	}
+	return err
 }
 
 func (l *Log) syncLocked() error {
