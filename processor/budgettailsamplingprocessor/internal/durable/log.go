@@ -97,10 +97,10 @@ type Log struct {
 	dir  string
 	opts Options
 
-	batches    sync.Pool
-	failures   atomic.Int64
-	corrupted  atomic.Int64
-	skipped    atomic.Int64
+	batches   sync.Pool
+	failures  atomic.Int64
+	corrupted atomic.Int64
+	skipped   atomic.Int64
 
 	mu      sync.Mutex
 	pending []byte

@@ -55,7 +55,7 @@ func BenchmarkLogStores(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer db.Close()
+			defer func() { _ = db.Close() }()
 			bucket := []byte("fragments")
 			b.SetBytes(int64(perRequest * size))
 			for i := 0; b.Loop(); i++ {
