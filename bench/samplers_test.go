@@ -255,7 +255,7 @@ func comparedProcessor(b *testing.B, kind, key string, sink *countingSink, warm 
 		proc = createSampler(b, spancostprocessor.NewFactory(), map[string]any{}, sink)
 	case "contrib":
 		proc = newSampler(b, kind, sink)
-	case "ours", "ours_s2", "ours_mapped", "ours_relief", "ours_keys", "ours_red_off":
+	case "ours", "ours_s2", "ours_mapped", "ours_relief", "ours_keys", "ours_red_off", "ours_durable":
 		proc, budget = oursAtContribVolume(b, kind, key, sink, warm)
 		return proc, budget, func() { _ = proc.Shutdown(context.Background()) }
 	default:
