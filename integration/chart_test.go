@@ -525,6 +525,8 @@ func TestChartGivesTheSamplersADurableStateVolume(t *testing.T) {
 			assert.Equal(t, "interval", durable["sync"])
 			assert.True(t, strings.HasPrefix(fmt.Sprint(durable["directory"]), mounted+"/"), "the log on the volume")
 			assert.Equal(t, "file_storage/queue", queue["storage"], "the backend queue persistent")
+			assert.Equal(t, "bytes", queue["sizer"], "and bounded in bytes")
+			assert.EqualValues(t, 1073741824, queue["queue_size"], "sampler.durable.backendQueueBytes")
 			assert.True(t, strings.HasPrefix(fmt.Sprint(cfg.Extensions["file_storage/queue"]["directory"]), mounted+"/"), "the queue on the volume")
 			assert.Contains(t, cfg.Service.Extensions, "file_storage/queue")
 		})
