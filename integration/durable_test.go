@@ -177,14 +177,7 @@ func TestDurableUnwritableDirectoryFailsAtStart(t *testing.T) {
 		assert.Contains(t, err.Error(), "not a directory")
 	})
 	t.Run("read-only file system", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Skip("mounting a tmpfs needs root")
-		}
-		ro := t.TempDir()
-		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro).CombinedOutput(); err != nil {
-			t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-		}
-		t.Cleanup(func() { _ = exec.Command("umount", "-l", ro).Run() })
+		ro := mountTmpfs(t, "ro,size=1m")
 		overlay := filepath.Join(t.TempDir(), "ro.yaml")
 		require.NoError(t, os.WriteFile(overlay, []byte("processors:\n  budget_tail_sampling:\n    durable:\n      directory: "+ro+"\n"), 0o600))
 		_, err := launchCollector(t, newEndpoints(t), map[string]string{"OTLP_BACKEND_ENDPOINT": "127.0.0.1:1"},
@@ -204,14 +197,7 @@ func TestDurableFullDiskLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	small := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", small).Run() })
+	small := mountTmpfs(t, "size=1m")
 	overlay := filepath.Join(t.TempDir(), "small-disk.yaml")
 	require.NoError(t, os.WriteFile(overlay, []byte("processors:\n  budget_tail_sampling:\n    durable:\n      directory: "+small+"\n      segment_bytes: 65536\n"), 0o600))
 	sink := startSink(t)
@@ -233,4 +219,19 @@ func TestDurableFullDiskLosesNothing(t *testing.T) {
 	waitQuiet(t, []*otlpSink{sink}, 2*time.Second)
 	assert.Equal(t, traces, sink.spanCount(), "every acknowledged span at the backend, once")
 	t.Logf("%.0f requests could not be written; %d spans at the backend", failures, sink.spanCount())
+}
+
+// mountTmpfs mounts a tmpfs with options (a small or read-only disk) in a
+// directory of the test's, unmounted when it ends; it skips without root.
+func mountTmpfs(t *testing.T, options string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", options, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	return dir
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
@@ -127,10 +128,45 @@ func (f *inflight) min() int64 {
 	return oldest
 }
 
-// commitRequest writes a request's buffered fragments (b) before the
-// request is acknowledged. When they cannot be written, the traces they
-// joined are decided at once, as a full buffer's are (reason forced), and
-// forwarded with the request: nothing acknowledged is only in memory.
+// requestLog is what one request (from a gateway, or handed over by a
+// peer) buffered, to be written before it is acknowledged; nil without the
+// log, and its methods then do nothing.
+type requestLog struct {
+	p     *budgetTailSampler
+	batch *durable.Batch
+	ids   []pcommon.TraceID
+}
+
+func (p *budgetTailSampler) newRequestLog() *requestLog {
+	if p.wal == nil {
+		return nil
+	}
+	return &requestLog{p: p, batch: p.wal.log.NewBatch()}
+}
+
+// add records a fragment the buffer took, arrived at.
+func (r *requestLog) add(f *split.Fragment, at time.Time) {
+	if r == nil {
+		return
+	}
+	r.batch.AddFragment(f.ID, at.UnixNano(), f.Encoded)
+	r.ids = append(r.ids, f.ID)
+}
+
+// commit writes what the request buffered and lets the batch go. When it
+// cannot be written, the traces it joined are decided at once, as a full
+// buffer's are (reason forced), and forwarded with the request: nothing
+// acknowledged is only in memory.
+func (r *requestLog) commit(now time.Time, out *forward.Kept) {
+	if r == nil {
+		return
+	}
+	defer r.p.wal.log.Free(r.batch)
+	if r.batch.Len() > 0 {
+		r.p.commitRequest(r.batch, r.ids, now, out)
+	}
+}
+
 func (p *budgetTailSampler) commitRequest(b *durable.Batch, ids []pcommon.TraceID, now time.Time, out *forward.Kept) {
 	// At max_bytes the write fails with ErrFull, and the batch is dropped.
 	err := p.wal.log.Commit(p.wal.log.Append(b))

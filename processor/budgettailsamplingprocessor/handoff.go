@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
@@ -139,12 +138,7 @@ func (p *budgetTailSampler) receive(ctx context.Context, td ptrace.Traces, from 
 	defer req.Release()
 	var out forward.Kept
 	var encoded, scratch []byte
-	var logged *durable.Batch
-	var loggedIDs []pcommon.TraceID
-	if p.wal != nil {
-		logged = p.wal.log.NewBatch()
-		defer p.wal.log.Free(logged)
-	}
+	logged := p.newRequestLog()
 	sl := p.newSlab(req)
 	for i := range req.Frags {
 		f := &req.Frags[i]
@@ -159,16 +153,13 @@ func (p *budgetTailSampler) receive(ctx context.Context, td ptrace.Traces, from 
 		sh.mu.Lock()
 		buffered := p.ingest(sh, f, chunk, a, &out)
 		sh.mu.Unlock()
-		if buffered && logged != nil {
+		if buffered {
 			// Logged with the arrival it came with, no later than the
 			// trace's: the segment is kept while the trace is buffered.
-			logged.AddFragment(f.ID, a.at.UnixNano(), f.Encoded)
-			loggedIDs = append(loggedIDs, f.ID)
+			logged.add(f, a.at)
 		}
 	}
-	if logged != nil && logged.Len() > 0 {
-		p.commitRequest(logged, loggedIDs, now, &out)
-	}
+	logged.commit(now, &out)
 	p.totals.LetGo(sl)
 	for id, rec := range records {
 		if rec.Kind != handoff.KindDecision {

@@ -5,11 +5,9 @@ import (
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/recall"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
@@ -40,11 +38,9 @@ func (p *budgetTailSampler) consume(ctx context.Context, td ptrace.Traces, repla
 	if !replayedAt.IsZero() {
 		arrived = arrivedNow(replayedAt)
 	}
-	var logged *durable.Batch
-	var loggedIDs []pcommon.TraceID
-	if p.wal != nil && replayedAt.IsZero() {
-		logged = p.wal.log.NewBatch()
-		defer p.wal.log.Free(logged)
+	var logged *requestLog
+	if replayedAt.IsZero() {
+		logged = p.newRequestLog()
 	}
 	var out forward.Kept
 	var encoded, scratch []byte
@@ -72,15 +68,12 @@ func (p *budgetTailSampler) consume(ctx context.Context, td ptrace.Traces, repla
 		sh.mu.Lock()
 		buffered := p.ingest(sh, f, chunk, arrived, &out)
 		sh.mu.Unlock()
-		if buffered && logged != nil {
-			logged.AddFragment(f.ID, now.UnixNano(), f.Encoded)
-			loggedIDs = append(loggedIDs, f.ID)
+		if buffered {
+			logged.add(f, now)
 		}
 		p.enforceBounds(now, &out)
 	}
-	if logged != nil && logged.Len() > 0 {
-		p.commitRequest(logged, loggedIDs, now, &out)
-	}
+	logged.commit(now, &out)
 	p.totals.LetGo(sl)
 	p.forward(ctx, &out)
 	return nil
