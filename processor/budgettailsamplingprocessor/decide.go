@@ -218,16 +218,28 @@ func (p *budgetTailSampler) dropByRule(sh *shard, t *tracebuf.Trace, ruleIdx int
 // shard holds them, while max_traces or max_buffered_bytes is exceeded.
 // Called without any shard lock.
 func (p *budgetTailSampler) enforceBounds(now time.Time, out *forward.Kept) {
-	for p.totals.Traces() > int64(p.cfg.MaxTraces) || p.totals.Bytes() > p.cfg.MaxBufferedBytes {
+	p.decideOldestWhile(now, func() bool {
+		return p.totals.Traces() > int64(p.cfg.MaxTraces) || p.totals.Bytes() > p.cfg.MaxBufferedBytes
+	}, out, nil)
+}
+
+// decideOldestWhile decides the oldest trace of the whole processor
+// (reason forced) while more() holds; each trace and its shard are shown
+// to counted first, when set. Called without any shard lock.
+func (p *budgetTailSampler) decideOldestWhile(now time.Time, more func() bool, out *forward.Kept, counted func(*shard, *tracebuf.Trace)) {
+	for more() {
 		sh := p.oldestShard()
 		if sh == nil {
 			return
 		}
 		sh.mu.Lock()
 		if t := sh.Oldest(); t != nil {
+			if counted != nil {
+				counted(sh, t)
+			}
 			p.decide(sh, t, now, traceinfo.ReasonForced, out)
 		}
-		sh.Flush() // the loop reads the totals
+		sh.Flush() // more() reads the totals
 		sh.mu.Unlock()
 	}
 }

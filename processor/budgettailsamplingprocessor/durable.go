@@ -161,15 +161,13 @@ func (r *requestLog) commit(now time.Time, out *forward.Kept) {
 	if r == nil {
 		return
 	}
-	defer r.p.wal.log.Free(r.batch)
-	if r.batch.Len() > 0 {
-		r.p.commitRequest(r.batch, r.ids, now, out)
+	p := r.p
+	defer p.wal.log.Free(r.batch)
+	if r.batch.Len() == 0 {
+		return
 	}
-}
-
-func (p *budgetTailSampler) commitRequest(b *durable.Batch, ids []pcommon.TraceID, now time.Time, out *forward.Kept) {
 	// At max_bytes the write fails with ErrFull, and the batch is dropped.
-	err := p.wal.log.Commit(p.wal.log.Append(b))
+	err := p.wal.log.Commit(p.wal.log.Append(r.batch))
 	if err == nil {
 		return
 	}
@@ -177,7 +175,7 @@ func (p *budgetTailSampler) commitRequest(b *durable.Batch, ids []pcommon.TraceI
 		p.logger.Warn("cannot write the durable log: the request's traces are decided now, as with a full buffer",
 			zap.String("directory", p.wal.log.Dir()), zap.Error(err))
 	}
-	for _, id := range ids {
+	for _, id := range r.ids {
 		sh := p.shardOf(id)
 		sh.mu.Lock()
 		if k, ok := sh.Lookup(id); ok && !k.Decided() {

@@ -169,19 +169,8 @@ func (p *budgetTailSampler) shedOnMemory() {
 	excess := (level - p.cfg.StressRelief.DeactivationLevel) / 100 * p.relief.MemoryBound()
 	target := p.totals.Bytes() - int64(excess)
 	var out forward.Kept
-	for p.totals.Bytes() > target {
-		sh := p.oldestShard()
-		if sh == nil {
-			break
-		}
-		sh.mu.Lock()
-		if t := sh.Oldest(); t != nil {
-			sh.counters.shed += int64(t.Spans)
-			p.decide(sh, t, now, traceinfo.ReasonForced, &out)
-		}
-		sh.Flush() // the loop reads the totals
-		sh.mu.Unlock()
-	}
+	p.decideOldestWhile(now, func() bool { return p.totals.Bytes() > target }, &out,
+		func(sh *shard, t *tracebuf.Trace) { sh.counters.shed += int64(t.Spans) })
 	p.forward(context.Background(), &out)
 }
 
