@@ -101,10 +101,16 @@ type BaselineConfig struct {
 	// MaxKeys bounds the keys tracked; past it, the quietest fold into one
 	// _other key.
 	MaxKeys int `mapstructure:"max_keys"`
+	// MinShare is the share of the budget the probabilistic baseline keeps
+	// however much errors leave it (they alone may take it), so that every
+	// trace has a chance to be kept and th-weighted counts stand for the
+	// whole traffic.
+	MinShare float64 `mapstructure:"min_share"`
 }
 
 // RareConfig keeps, within every interval, the first trace decided of each
-// fairness key whole, with probability 1 (internal/rare).
+// fairness key whole, with probability 1 unless the budget cannot cover
+// them all (internal/rare).
 type RareConfig = rare.Config
 
 // REDMetricsConfig is red_metrics (internal/red).
@@ -194,8 +200,9 @@ func createDefaultConfig() *Config {
 		AdjustInterval: 5 * time.Second,
 		Smoothing:      0.7,
 		Baseline: BaselineConfig{
-			Keys:    []string{"service.name"},
-			MaxKeys: defaultMaxKeys,
+			Keys:     []string{"service.name"},
+			MaxKeys:  defaultMaxKeys,
+			MinShare: 0.2,
 		},
 		REDMetrics:   REDMetricsConfig{Enabled: true, MaxKeys: 1000},
 		Handoff:      defaultHandoffConfig(),
@@ -287,6 +294,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("baseline.keys: at least one key is required (the default is [service.name])"))
 	} else if _, err := split.ParseKeys("baseline.keys", c.Baseline.Keys); err != nil {
 		errs = append(errs, err)
+	}
+	if !(c.Baseline.MinShare >= 0 && c.Baseline.MinShare < 1) {
+		errs = append(errs, fmt.Errorf("baseline.min_share: must be in [0, 1) (0 = no floor), got %v", c.Baseline.MinShare))
 	}
 	errs = append(errs, c.Rare.Check(c.DecisionWait)...)
 	errs = append(errs, c.REDMetrics.Check()...)

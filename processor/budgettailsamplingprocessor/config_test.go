@@ -36,6 +36,7 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, []string{"service.name", "http.route"}, full.Outliers.GroupBy)
 	assert.Equal(t, 1500.0, full.Budget.MonthlyCost)
 	assert.Equal(t, "saas_indexed", full.Budget.Pricing.Preset)
+	assert.Equal(t, 0.3, full.Baseline.MinShare)
 	assert.Equal(t, 0.6, full.Budget.MaxPriorityShare)
 	assert.Equal(t, "sampling.reason", full.ReasonAttribute)
 	assert.Equal(t, 16, full.NumShards)
@@ -157,6 +158,7 @@ func TestKeysAndRareConfigErrorsNameTheField(t *testing.T) {
 		`baseline.keys[3]: "span.status" is not a key: the span fields are span.name, span.kind and status.code`,
 		`baseline.keys[4]: "service.name" is listed twice`,
 		"baseline.max_keys: must be ≥ 1, got 0",
+		"baseline.min_share: must be in [0, 1) (0 = no floor), got 1",
 		"rare.interval: must be 0 (off) or ≥ decision_wait (15s), got 10s",
 	} {
 		assert.Contains(t, err.Error(), want)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/tailsamplingprocessor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,13 +62,21 @@ type coverageTraffic struct {
 	// spans is how many spans were sent in total, slow and errors the
 	// traces that carry them.
 	spans, slow, errors int
+	// errorRate is the share of traces with an error (coverageErrors
+	// unless set); head, when set, head-samples the traces before they are
+	// sent (consistently, th on every span).
+	errorRate float64
+	rate      int // traces/s made, before head sampling
+	head      *sampling.Threshold
+	// generated[minute-first] counts the spans made, head-sampled or not.
+	generated []int
 }
 
 type traceMeta struct{ combo, minute int }
 
 func newCoverageTraffic(seed uint64) *coverageTraffic {
 	rng := rand.New(rand.NewPCG(seed, 40))
-	w := &coverageTraffic{rng: rng, meta: map[pcommon.TraceID]traceMeta{}}
+	w := &coverageTraffic{rng: rng, meta: map[pcommon.TraceID]traceMeta{}, errorRate: coverageErrors, rate: coverageRate}
 	for s := range coverageServices {
 		for r := range coverageRoutes {
 			for _, st := range coverageStatuses {
@@ -92,7 +101,7 @@ func newCoverageTraffic(seed uint64) *coverageTraffic {
 func (w *coverageTraffic) second(now, decided time.Time) ptrace.Traces {
 	td := ptrace.NewTraces()
 	minute := int(decided.Unix() / 60)
-	for range coverageRate {
+	for range w.rate {
 		c, _ := slices.BinarySearch(w.cum, w.rng.Float64())
 		c = min(c, len(w.combos)-1)
 		combo := w.combos[c]
@@ -104,7 +113,18 @@ func (w *coverageTraffic) second(now, decided time.Time) ptrace.Traces {
 		if w.rng.Float64() < coverageSlow {
 			dur, w.slow = 2*time.Second, w.slow+1
 		}
-		isErr := w.rng.Float64() < coverageErrors
+		isErr := w.rng.Float64() < w.errorRate
+		if len(w.sent) == 0 {
+			w.first = minute
+		}
+		for len(w.sent) <= minute-w.first {
+			w.sent = append(w.sent, make([]int, len(w.combos)))
+			w.generated = append(w.generated, 0)
+		}
+		w.generated[minute-w.first] += 2
+		if w.head != nil && !w.head.ShouldSample(sampling.TraceIDToRandomness(id)) {
+			continue
+		}
 		if isErr {
 			w.errors++
 		}
@@ -132,14 +152,12 @@ func (w *coverageTraffic) second(now, decided time.Time) ptrace.Traces {
 		if isErr {
 			d.Status().SetCode(ptrace.StatusCodeError)
 		}
+		if w.head != nil {
+			s.TraceState().FromRaw("ot=th:" + w.head.TValue())
+			d.TraceState().FromRaw("ot=th:" + w.head.TValue())
+		}
 		w.spans += 2
 		w.meta[id] = traceMeta{c, minute}
-		if len(w.sent) == 0 {
-			w.first = minute
-		}
-		for len(w.sent) <= minute-w.first {
-			w.sent = append(w.sent, make([]int, len(w.combos)))
-		}
 		w.sent[minute-w.first][c]++
 	}
 	return td
@@ -228,11 +246,24 @@ func runOursOnCoverage(t *testing.T, keys []string, rareInterval time.Duration, 
 	cfg.Baseline.Keys = keys
 	cfg.Rare.Interval = rareInterval
 	cfg.ReasonAttribute = "sampling.reason"
+	w := newCoverageTraffic(7)
+	ts := runCoverageTraffic(t, cfg, w, fixed)
+	name := "keys " + strings.Join(keys, ", ")
+	if rareInterval > 0 {
+		name += fmt.Sprintf(", rare %v", rareInterval)
+	}
+	return measureCoverage(t, name, w, ts.sink.AllTraces()), w, ts
+}
+
+// runCoverageTraffic sends coverageMinutes of w through a sampler with cfg
+// on its fake clock, adjusting every adjust_interval, and decides what is
+// left; fixed > 0 pins every key's baseline probability instead.
+func runCoverageTraffic(t *testing.T, cfg *Config, w *coverageTraffic, fixed float64) *testSampler {
+	t.Helper()
 	ts := newTestSampler(t, cfg)
 	if fixed > 0 {
 		storeBaselinePolicy(ts, "", fixed)
 	}
-	w := newCoverageTraffic(7)
 	adjustEvery := int(cfg.AdjustInterval / time.Second)
 	for s := range coverageMinutes * 60 {
 		// Roots arrive with their trace: decided decision_wait_after_root later.
@@ -245,11 +276,7 @@ func runOursOnCoverage(t *testing.T, keys []string, rareInterval time.Duration, 
 		}
 	}
 	ts.advance(cfg.DecisionWait)
-	name := "keys " + strings.Join(keys, ", ")
-	if rareInterval > 0 {
-		name += fmt.Sprintf(", rare %v", rareInterval)
-	}
-	return measureCoverage(t, name, w, ts.sink.AllTraces()), w, ts
+	return ts
 }
 
 // runContribOnCoverage runs the same workload through contrib's

@@ -159,8 +159,11 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 		if !tracked {
 			sh.counters.keyFolds++
 		}
-		if due && prob.P < 1 {
-			d.Class, d.Rule, prob, reasonText = traceinfo.ReasonRare, -1, traceinfo.Always, traceinfo.ReasonNames[traceinfo.ReasonRare]
+		// A key's first trace is booked as rare whenever rare would raise
+		// it or it is baseline traffic, so that rare's volume (and so its
+		// probability) does not swing with how thin rare is.
+		if rp := pol.Rare(); due && prob.P < 1 && (rp.P > prob.P || d.Class == traceinfo.ReasonBaseline) {
+			d.Class, d.Rule, prob, reasonText = traceinfo.ReasonRare, -1, traceinfo.Higher(rp, prob), traceinfo.ReasonNames[traceinfo.ReasonRare]
 		}
 	}
 	th := traceinfo.Downstream(t.InThreshold(), prob.P)

@@ -172,7 +172,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	p.splitter = split.New(split.Settings{HTTPServerErrors: cfg.Errors.HTTPServerErrors, GroupBy: cfg.Outliers.GroupBy,
 		Keys: keys, Rules: rs, Names: names.New()})
 	p.adj = policy.NewAdjuster(policy.Settings{Budget: cfg.Budget, AdjustInterval: cfg.AdjustInterval,
-		Smoothing: cfg.Smoothing, MaxKeys: p.maxKeys}, rs, p.drain)
+		Smoothing: cfg.Smoothing, MaxKeys: p.maxKeys, MinBaselineShare: cfg.Baseline.MinShare}, rs, p.drain)
 	p.fwd = p.newForwarder(next)
 	per := func(total int) int { return max(1, (total+n-1)/n) }
 	for range n {

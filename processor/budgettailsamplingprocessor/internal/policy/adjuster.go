@@ -16,6 +16,9 @@ type Settings struct {
 	AdjustInterval time.Duration
 	Smoothing      float64
 	MaxKeys        int
+	// MinBaselineShare is the share of the budget the baseline keeps
+	// whatever other classes ask, errors excepted.
+	MinBaselineShare float64
 }
 
 // Drain takes the volumes decided, the volume received (intake) and the

@@ -108,7 +108,12 @@ type Policy struct {
 	full        bool
 	errors      probability
 	outliers    probability
-	keeps       []probability // per rule; used for keep rules
+	// rare is the probability of a key's first trace in rare's interval,
+	// below 1 when the rare traces need more than the budget leaves them;
+	// rareShortfall is by how much (units/s).
+	rare          probability
+	rareShortfall float64
+	keeps         []probability // per rule; used for keep rules
 	utilization float64
 	meanProb    float64
 }
@@ -120,13 +125,13 @@ func KeepAll(rules int) *Policy {
 		keeps[i] = always
 	}
 	return &Policy{services: map[string]probability{}, newService: always, other: always, errors: always, outliers: always,
-		keeps: keeps, meanProb: 1}
+		rare: always, keeps: keeps, meanProb: 1}
 }
 
 // Fixed keeps each service's traces with its probability, new services'
 // with newService, errors and outliers always: for tests.
 func Fixed(services map[string]traceinfo.Probability, newService traceinfo.Probability) *Policy {
-	return &Policy{services: services, newService: newService, other: newService, errors: always, outliers: always, meanProb: 1}
+	return &Policy{services: services, newService: newService, other: newService, errors: always, outliers: always, rare: always, meanProb: 1}
 }
 
 // Errors is the error class's probability (before ErrorProbability raises
@@ -168,6 +173,15 @@ func (p *Policy) Baseline(service string) probability {
 	return p.newService
 }
 
+// Rare is the probability a key's first trace in rare's interval is kept
+// with (at least): 1 unless the rare traces need more than the budget
+// leaves them, when they are thinned and weigh 1/p like any other.
+func (p *Policy) Rare() traceinfo.Probability { return p.rare }
+
+// RareShortfall is how much more than the budget leaves them the rare
+// traces need, in budget units per second (0 when they fit).
+func (p *Policy) RareShortfall() float64 { return p.rareShortfall }
+
 // Keep is keep rule i's probability (1 until the estimator set one).
 func (p *Policy) Keep(i int) probability {
 	if i < len(p.keeps) {
@@ -191,6 +205,7 @@ func (p *Policy) OutlierProbability(service string) probability {
 type estimator struct {
 	smoothing float64
 	maxShare  float64
+	minShare  float64 // the baseline's floor
 	maxKeys   int
 	baseline  map[string]float64 // smoothed rate per fairness key
 	// slow is each key's rate smoothed over about a minute, and steady the
@@ -219,7 +234,7 @@ type estimator struct {
 }
 
 func newEstimator(s Settings, rs *rules.Set) *estimator {
-	return &estimator{smoothing: s.Smoothing, maxShare: s.Budget.MaxPriorityShare, maxKeys: s.MaxKeys,
+	return &estimator{smoothing: s.Smoothing, maxShare: s.Budget.MaxPriorityShare, minShare: s.MinBaselineShare, maxKeys: s.MaxKeys,
 		baseline: map[string]float64{}, slow: map[string]float64{}, steady: map[string]int{}, rules: make([]float64, rs.Len()), ruleSet: rs, correction: 1}
 }
 
@@ -306,35 +321,54 @@ func (e *estimator) update(v Volumes, secs, share float64) *Policy {
 	if share > 0 {
 		pol.utilization = e.kept / share
 	}
-	// Errors first, then keep rules (each within its max_share), then
-	// outliers, together within the priority cap; past it each class is
-	// sampled so that it stays inside. Fixed-probability sample rules take
-	// what they take; the baseline shares the rest.
+	// Errors first, within the priority cap; they alone may take the
+	// baseline's floor (min_share). Then keep rules (each within its
+	// max_share) and rare traces, then outliers, each sampled past the room
+	// left so that the classes stay inside the budget less the floor; keep
+	// rules and outliers also within the priority cap. Fixed-probability
+	// sample rules take what they take; the baseline shares the rest. The
+	// floor is what keeps the kept traces representative: without it a
+	// budget that errors, outliers and rare traces fill leaves ordinary
+	// traffic no chance, and nothing kept stands for it.
 	capacity := e.maxShare * share
 	pol.errors = fraction(capacity, e.errors)
 	used := math.Min(e.errors, capacity)
-	pol.keeps = make([]probability, len(e.rules))
+	floor := math.Min(e.minShare*share, math.Max(share-used, 0))
 	var fixed float64
 	for i := range e.rules {
-		r := e.ruleSet.Rule(i)
-		pol.keeps[i] = always
-		switch {
-		case r.Action == rules.ActionKeep:
-			room := capacity - used
-			if r.MaxShare > 0 {
-				room = math.Min(room, r.MaxShare*share)
-			}
-			pol.keeps[i] = fraction(room, e.rules[i])
-			used += math.Min(e.rules[i], math.Max(room, 0))
-		case r.Action == rules.ActionSample && !r.Weighted:
+		if r := e.ruleSet.Rule(i); r.Action == rules.ActionSample && !r.Weighted {
 			fixed += e.rules[i] * r.Prob.P
 		}
 	}
-	pol.outliers = fraction(capacity-used, e.outliers)
-	used += math.Min(e.outliers, math.Max(capacity-used, 0))
-	// Rare traces are kept whatever the budget (one per key and interval):
-	// the baseline shares what they leave.
-	remaining := (share - used - fixed - e.rare) * e.correction
+	// room is what a class may still take: inside the cap when capped, and
+	// never into the floor.
+	room := func(capped bool) float64 {
+		r := share - floor - fixed - used
+		if capped {
+			r = math.Min(r, capacity-used)
+		}
+		return math.Max(r, 0)
+	}
+	pol.keeps = make([]probability, len(e.rules))
+	for i := range e.rules {
+		pol.keeps[i] = always
+		if r := e.ruleSet.Rule(i); r.Action == rules.ActionKeep {
+			ruleRoom := room(true)
+			if r.MaxShare > 0 {
+				ruleRoom = math.Min(ruleRoom, r.MaxShare*share)
+			}
+			pol.keeps[i] = fraction(ruleRoom, e.rules[i])
+			used += math.Min(e.rules[i], ruleRoom)
+		}
+	}
+	rareRoom := room(false)
+	pol.rare = fraction(rareRoom, e.rare)
+	pol.rareShortfall = math.Max(e.rare-rareRoom, 0)
+	used += math.Min(e.rare, rareRoom)
+	outlierRoom := room(true)
+	pol.outliers = fraction(outlierRoom, e.outliers)
+	used += math.Min(e.outliers, outlierRoom)
+	remaining := (share - used - fixed) * e.correction
 	rates := make(map[string]float64, len(e.baseline))
 	for svc, r := range e.baseline {
 		rates[svc] = r
@@ -342,12 +376,22 @@ func (e *estimator) update(v Volumes, secs, share float64) *Policy {
 			rates[svc] = max(r, e.slow[svc])
 		}
 	}
-	level := waterLevel(rates, e.weight, remaining)
+	// The floor is min_share of the budget spread over all baseline
+	// traffic alike (as far as the baseline has it).
+	var all float64
+	for _, r := range rates {
+		all += r
+	}
+	floorP := 0.0
+	if all > 0 {
+		floorP = min(math.Min(floor*e.correction, math.Max(remaining, 0))/all, 1)
+	}
+	level := waterLevel(rates, e.weight, remaining, floorP)
 	e.binding = !math.IsInf(level, 1)
 	var total, keptBase float64
 	services := 0
 	for svc, r := range rates {
-		pr := fraction(level*e.weight(svc), r)
+		pr := fraction(max(level*e.weight(svc), floorP*r), r)
 		pol.services[svc] = pr
 		if !isRuleKey(svc) {
 			total += r
@@ -361,7 +405,8 @@ func (e *estimator) update(v Volumes, secs, share float64) *Policy {
 		pol.meanProb = keptBase / total
 		// A service not seen yet starts at the level an average service gets,
 		// so a burst of new services cannot blow the budget for a whole interval.
-		pol.newService = fraction(level, total/float64(max(services, 1)))
+		mean := total / float64(max(services, 1))
+		pol.newService = fraction(max(level, floorP*mean), mean)
 	}
 	pol.other = pol.newService
 	if pr, ok := pol.services[OtherKeys]; ok {
@@ -415,32 +460,51 @@ func (e *estimator) capKeys() {
 	}
 }
 
-// waterLevel is weighted max-min fairness: the level L such that
-// Σ min(rate_s, weight_s · L) = budget. Quiet entries keep all their traffic
-// before noisy ones take the rest, a weighted entry w times a service's
-// share; +Inf when everything fits.
-func waterLevel(rates map[string]float64, weight func(string) float64, budget float64) float64 {
+// waterLevel is weighted max-min fairness above a floor: the level L such
+// that Σ min(rate_s, max(floor · rate_s, weight_s · L)) = budget. Quiet
+// entries keep all their traffic before noisy ones take the rest, a
+// weighted entry w times a service's share, and none is kept below floor;
+// +Inf when everything fits. The floor (one probability for all traffic)
+// bounds the weights the noisiest entries' traces carry, so th-weighted
+// totals stay precise when fairness alone would leave them a trace in
+// thousands.
+func waterLevel(rates map[string]float64, weight func(string) float64, budget, floor float64) float64 {
 	if budget <= 0 {
 		return 0
 	}
 	type entry struct{ rate, w float64 }
-	sorted := make([]entry, 0, len(rates))
-	var weights float64
+	entries := make([]entry, 0, len(rates))
+	var total, hi float64
 	for key, r := range rates {
 		w := weight(key)
-		sorted = append(sorted, entry{r, w})
-		weights += w
+		entries = append(entries, entry{r, w})
+		total += r
+		hi = max(hi, r/w)
 	}
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].rate/sorted[i].w < sorted[j].rate/sorted[j].w })
-	remaining := budget
-	for _, e := range sorted {
-		if e.rate/e.w*weights > remaining {
-			return remaining / weights
+	if total <= budget {
+		return math.Inf(1)
+	}
+	kept := func(level float64) float64 {
+		var sum float64
+		for _, e := range entries {
+			sum += min(e.rate, max(floor*e.rate, e.w*level))
 		}
-		remaining -= e.rate
-		weights -= e.w
+		return sum
 	}
-	return math.Inf(1)
+	// kept rises with the level: bisect until the interval stops shrinking.
+	lo := 0.0
+	for range 200 {
+		mid := (lo + hi) / 2
+		if mid <= lo || mid >= hi {
+			break
+		}
+		if kept(mid) > budget {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return lo
 }
 
 // Volumes is what one adjust interval saw, in budget units: every span

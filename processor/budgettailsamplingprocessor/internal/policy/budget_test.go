@@ -61,11 +61,11 @@ func TestBudgetUnits(t *testing.T) {
 
 func TestWaterLevel(t *testing.T) {
 	rates := map[string]float64{"a": 1, "b": 10, "c": 100}
-	assert.True(t, math.IsInf(waterLevel(rates, unitWeight, 200), 1))
-	assert.InDelta(t, 89, waterLevel(rates, unitWeight, 100), 1e-9) // 1 + 10 + 89 = 100
-	assert.InDelta(t, 10, waterLevel(rates, unitWeight, 21), 1e-9)
-	assert.InDelta(t, 2.5, waterLevel(rates, unitWeight, 6), 1e-9) // 1 + 2.5 + 2.5 = 6
-	assert.Zero(t, waterLevel(rates, unitWeight, 0))
+	assert.True(t, math.IsInf(waterLevel(rates, unitWeight, 200, 0), 1))
+	assert.InDelta(t, 89, waterLevel(rates, unitWeight, 100, 0), 1e-9) // 1 + 10 + 89 = 100
+	assert.InDelta(t, 10, waterLevel(rates, unitWeight, 21, 0), 1e-9)
+	assert.InDelta(t, 2.5, waterLevel(rates, unitWeight, 6, 0), 1e-9) // 1 + 2.5 + 2.5 = 6
+	assert.Zero(t, waterLevel(rates, unitWeight, 0, 0))
 }
 
 func TestCorrectionTakesOutASteadyOvershoot(t *testing.T) {
@@ -157,7 +157,7 @@ func TestWeightedWaterLevel(t *testing.T) {
 		return 1
 	}
 	// c keeps its 1; a gets L, b 3L: 1 + L + 3L = 81 → L = 20.
-	assert.InDelta(t, 20, waterLevel(rates, weights, 81), 1e-9)
+	assert.InDelta(t, 20, waterLevel(rates, weights, 81, 0), 1e-9)
 }
 
 // Errors are decided before outliers and never below their service's baseline.
@@ -260,4 +260,61 @@ func poisson(rng *rand.Rand, mean float64) int {
 		}
 		n++
 	}
+}
+
+// TestWeightsFloorAndRareThinning: when errors, outliers and rare traces
+// ask for more than the budget, the baseline keeps min_share of it, spread
+// over all its traffic (one probability for the loudest key too), rare
+// traces are thinned to what is left of them with a probability below 1,
+// outliers to what rare leaves; only errors may take the floor.
+func TestWeightsFloorAndRareThinning(t *testing.T) {
+	cfg := settings(100)
+	cfg.MinBaselineShare = 0.2
+	v := NewVolumes(0)
+	v.errors, v.outliers, v.rare = 40*5, 50*5, 60*5 // per 5 s interval
+	v.baseline["loud"] = 5000 * 5
+	for i := range 100 {
+		v.baseline[fmt.Sprintf("quiet-%d", i)] = 1 * 5
+	}
+	pol := newEstimator(cfg, noRules(t)).update(v, 5, 100)
+	assert.Equal(t, 1.0, pol.errors.P, "errors fit: all kept")
+	// 100 − 20 (floor) − 40 (errors) leaves 40 of the 60 rare asks for.
+	assert.InDelta(t, 40.0/60, pol.Rare().P, 0.01)
+	assert.InDelta(t, 20, pol.RareShortfall(), 1e-9)
+	assert.Less(t, pol.outliers.P, 0.001, "nothing left for outliers after rare")
+	floorP := 20.0 / 5100
+	assert.InDelta(t, floorP, pol.Baseline("loud").P, floorP*0.01, "the loudest key gets the floor's probability")
+	var kept float64
+	for svc, r := range v.baseline {
+		kept += r / 5 * pol.Baseline(svc).P
+	}
+	assert.InDelta(t, 20, kept, 0.5, "the baseline keeps its floor")
+
+	// Without the floor the same traffic leaves the baseline nothing.
+	cfg.MinBaselineShare = 0
+	pol = newEstimator(cfg, noRules(t)).update(v, 5, 100)
+	assert.Equal(t, 1.0, pol.Rare().P)
+	assert.Less(t, pol.Baseline("loud").P, 1e-6)
+
+	// Errors win over the floor.
+	cfg.MinBaselineShare = 0.2
+	cfg.Budget.MaxPriorityShare = 1
+	v.errors = 150 * 5
+	pol = newEstimator(cfg, noRules(t)).update(v, 5, 100)
+	assert.InDelta(t, 100.0/150, pol.errors.P, 0.01, "errors take the whole budget, floor included")
+	assert.Less(t, pol.Rare().P, 0.001)
+}
+
+// With plenty of budget the floor changes nothing: fairness alone gives
+// every key more than it.
+func TestWeightsFloorDoesNotBindWhenTheBaselineHasRoom(t *testing.T) {
+	cfg := settings(1000)
+	v := NewVolumes(0)
+	v.baseline["a"] = 1000 * 5
+	v.baseline["b"] = 10 * 5
+	without := newEstimator(cfg, noRules(t)).update(v, 5, 1000)
+	cfg.MinBaselineShare = 0.2
+	with := newEstimator(cfg, noRules(t)).update(v, 5, 1000)
+	assert.Equal(t, without.Baseline("a"), with.Baseline("a"))
+	assert.Equal(t, without.Baseline("b"), with.Baseline("b"))
 }
