@@ -104,18 +104,18 @@ type Policy struct {
 	newService probability
 	// other is the probability of keys booked under _other once the
 	// estimator tracks max_keys of them (full).
-	other       probability
-	full        bool
-	errors      probability
-	outliers    probability
+	other    probability
+	full     bool
+	errors   probability
+	outliers probability
 	// rare is the probability of a key's first trace in rare's interval,
 	// below 1 when the rare traces need more than the budget leaves them;
 	// rareShortfall is by how much (units/s).
 	rare          probability
 	rareShortfall float64
 	keeps         []probability // per rule; used for keep rules
-	utilization float64
-	meanProb    float64
+	utilization   float64
+	meanProb      float64
 }
 
 // KeepAll keeps everything: the policy before anything was measured.
