@@ -147,6 +147,15 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 		o.ObserveInt64(t.RuleTraces, rc.dropped, a[2])
 		o.ObserveInt64(t.RuleErrors, rc.errors, a[3])
 	}
+	if p.red != nil {
+		p.red.ObserveRepresented(o, t.Represented)
+	}
+	if p.rare != nil {
+		if share, ok := p.rare.Coverage(p.now().UnixNano()); ok {
+			o.ObserveFloat64(t.RareCoverage, share)
+		}
+		o.ObserveFloat64(t.RareProb, p.adj.Policy().Rare().P)
+	}
 	o.ObserveInt64(t.BufferedTraces, traces)
 	o.ObserveInt64(t.BufferedSpans, spans)
 	o.ObserveInt64(t.BufferedBytes, bytes)

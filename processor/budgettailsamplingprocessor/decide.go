@@ -6,9 +6,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
+
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/red"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
@@ -35,6 +38,11 @@ func (p *budgetTailSampler) decideExpired(ctx context.Context) {
 	}
 	wg.Wait()
 }
+
+// testThresholdOverride, set only by tests, replaces the th written on a
+// kept trace after its decision: represented_ratio must catch weights
+// written wrong.
+var testThresholdOverride func(sampling.Threshold) sampling.Threshold
 
 // decideRun is how many traces a decision pass decides before letting
 // intake into the shard.
@@ -114,15 +122,14 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	defer p.tel.DecisionLatency.Record(context.Background(), resident.Seconds())
 	defer sh.Release(t)
 	held := sh.Held(t)
-	if p.red != nil {
-		// Every trace, whatever becomes of it: RED reads the whole traffic.
-		p.red.Trace(held.Key, t.Spans, t.HasError, t.Dur)
-	}
 	ruleIdx := p.rules.First(&t.Summary)
 	var matched *rules.Rule
 	if ruleIdx >= 0 {
 		matched = p.rules.Rule(ruleIdx)
 		if matched.Action == rules.ActionDrop {
+			if p.red != nil {
+				p.red.Trace(held.Key, t.Spans, t.HasError, t.Dur, red.Weights{})
+			}
 			p.dropByRule(sh, t, ruleIdx, cause, now)
 			return
 		}
@@ -159,15 +166,24 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 		if !tracked {
 			sh.counters.keyFolds++
 		}
-		// A key's first trace is booked as rare whenever rare would raise
-		// it or it is baseline traffic, so that rare's volume (and so its
-		// probability) does not swing with how thin rare is.
-		if rp := pol.Rare(); due && prob.P < 1 && (rp.P > prob.P || d.Class == traceinfo.ReasonBaseline) {
+		// Only a first trace rare raises is rare's: one its class keeps as
+		// often (a quiet key's, which fairness keeps whole) costs rare
+		// nothing, and booked as rare would make rare's volume, and so
+		// what the budget plans for it, too large.
+		if rp := pol.Rare(); due && rp.P > prob.P {
 			d.Class, d.Rule, prob, reasonText = traceinfo.ReasonRare, -1, traceinfo.Higher(rp, prob), traceinfo.ReasonNames[traceinfo.ReasonRare]
 		}
 	}
 	th := traceinfo.Downstream(t.InThreshold(), prob.P)
 	keep := th.ShouldSample(t.Randomness(t.ID))
+	if testThresholdOverride != nil {
+		th = testThresholdOverride(th)
+	}
+	if p.red != nil {
+		// Every trace, whatever becomes of it: RED reads the whole traffic,
+		// and represented_ratio weighs what is kept against it.
+		p.red.Trace(held.Key, t.Spans, t.HasError, t.Dur, red.Weigh(t.Spans, t.InThreshold(), keep, th))
+	}
 	switch {
 	case keep:
 	case d.Class == traceinfo.ReasonError:
@@ -190,6 +206,9 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	}
 	dec := traceinfo.NotSampled
 	if keep {
+		if p.rare != nil {
+			p.rare.Kept(key, now.UnixNano())
+		}
 		dec = traceinfo.Sampled
 		d.Th = th
 		sh.Record(t.ID, traceinfo.Sampled, d, t.Entry(), true)

@@ -6,7 +6,6 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,7 +36,7 @@ import (
 // walState is the processor's log and what it counts.
 type walState struct {
 	log      *durable.Log
-	inflight inflight
+	inflight *durable.Holds[*forward.Kept]
 	replayed atomic.Int64
 	traces   atomic.Int64
 	// lastWarn rate-limits the write warning (Unix ns).
@@ -62,7 +61,7 @@ func openWAL(cfg *Config, id component.ID, tel *metadata.Telemetry) (*walState, 
 	if err != nil {
 		return nil, fmt.Errorf("durable.directory: cannot write the log in %q: %w", dir, err)
 	}
-	return &walState{log: l, inflight: inflight{oldest: map[*forward.Kept]int64{}}}, nil
+	return &walState{log: l, inflight: durable.NewHolds[*forward.Kept]()}, nil
 }
 
 // forward hands what a pass kept on, then marks in the log every trace
@@ -73,7 +72,7 @@ func (p *budgetTailSampler) forward(ctx context.Context, out *forward.Kept) {
 	if p.wal == nil || len(out.Decided()) == 0 {
 		return
 	}
-	defer p.wal.inflight.release(out)
+	defer p.wal.inflight.Release(out)
 	b := p.wal.log.NewBatch()
 	at := p.now().UnixNano()
 	for _, id := range out.Decided() {
@@ -93,39 +92,7 @@ func (p *budgetTailSampler) noteLeft(t *tracebuf.Trace, out *forward.Kept) {
 		return
 	}
 	out.NoteDecided(t.ID)
-	p.wal.inflight.hold(out, p.timeAt(t.Arrived).UnixNano())
-}
-
-// inflight are the passes between their first decision and their forward,
-// with the oldest arrival of the traces each took out of the buffer.
-type inflight struct {
-	mu     sync.Mutex
-	oldest map[*forward.Kept]int64
-}
-
-func (f *inflight) hold(out *forward.Kept, arrived int64) {
-	f.mu.Lock()
-	if at, ok := f.oldest[out]; !ok || arrived < at {
-		f.oldest[out] = arrived
-	}
-	f.mu.Unlock()
-}
-
-func (f *inflight) release(out *forward.Kept) {
-	f.mu.Lock()
-	delete(f.oldest, out)
-	f.mu.Unlock()
-}
-
-// min is the oldest arrival any pass in flight holds (MaxInt64: none).
-func (f *inflight) min() int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	oldest := int64(math.MaxInt64)
-	for _, at := range f.oldest {
-		oldest = min(oldest, at)
-	}
-	return oldest
+	p.wal.inflight.Hold(out, p.timeAt(t.Arrived).UnixNano())
 }
 
 // requestLog is what one request (from a gateway, or handed over by a
@@ -280,7 +247,7 @@ func (p *budgetTailSampler) oldestArrival() int64 {
 		sh.EachHanded(func(t *tracebuf.Trace) { oldest = min(oldest, p.timeAt(t.Arrived).UnixNano()) })
 		sh.mu.Unlock()
 	}
-	return min(oldest, p.wal.inflight.min())
+	return min(oldest, p.wal.inflight.Oldest())
 }
 
 // decideArrivedBy decides early every buffered trace that arrived by upTo

@@ -10,6 +10,7 @@ import (
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/red"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
@@ -203,7 +204,8 @@ func (p *budgetTailSampler) adoptDecision(sh *shard, id pcommon.TraceID, rec han
 			sh.counters.countLate(dec, traceinfo.ReasonLateSpan, t.Spans, t.Bytes)
 			sh.volumes.Book(d, p.unit.Volume(t.Spans, t.Bytes+t.StampBytes), rec.Sampled, p.maxKeys)
 			if p.red != nil {
-				p.red.Spans(d.Service, t.Spans) // they follow the decision here, as late spans
+				// They follow the decision here, as late spans.
+				p.red.Spans(d.Service, t.Spans, red.Weigh(t.Spans, t.InThreshold(), rec.Sampled, d.Th))
 			}
 		}
 		sh.Release(t)

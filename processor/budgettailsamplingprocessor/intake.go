@@ -10,6 +10,7 @@ import (
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/recall"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/red"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
@@ -173,7 +174,12 @@ func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.C
 		// as an error, once.
 		lateError := f.HasError && d.Class != traceinfo.ReasonError
 		if p.red != nil {
-			p.red.Spans(d.Service, f.Spans)
+			// Weighed as made here, as kept where it is forwarded.
+			var w red.Weights
+			if d.Rule < 0 || p.rules.Rule(int(d.Rule)).Action != rules.ActionDrop {
+				w.Made = float64(f.Spans) * f.InThreshold().AdjustedCount()
+			}
+			p.red.Spans(d.Service, f.Spans, w)
 			if lateError {
 				p.red.Error(d.Service)
 			}
@@ -242,6 +248,14 @@ func (p *budgetTailSampler) followSampled(sh *shard, f *split.Fragment, d tracei
 	sh.counters.countLate(traceinfo.Sampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
 	sh.volumes.Book(d, z.vol, true, p.maxKeys)
 	out.AddLate(f.Encoded, d.Th, f.Bytes+f.StampBytes)
+	p.representKept(d.Service, f.Spans, d.Th)
+}
+
+// representKept weighs spans kept after their count as made.
+func (p *budgetTailSampler) representKept(key string, spans int, th sampling.Threshold) {
+	if p.red != nil {
+		p.red.Kept(key, float64(spans)*th.AdjustedCount())
+	}
 }
 
 // followNotSampled drops a late fragment of a trace decided not-sampled,
@@ -268,6 +282,7 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tra
 			sh.counters.countLate(traceinfo.Sampled, traceinfo.ReasonLateError, f.Spans, z.bytes)
 			sh.volumes.Book(late, z.vol, true, p.maxKeys)
 			out.AddLate(f.Encoded, th, f.Bytes+f.StampBytes)
+			p.representKept(d.Service, f.Spans, th)
 			p.recallDropped(sh, f, late, th, out)
 			return
 		}
@@ -294,5 +309,6 @@ func (p *budgetTailSampler) recallDropped(sh *shard, f *split.Fragment, d tracei
 		sh.volumes.Book(d, p.unit.Volume(r.Spans, r.Bytes), true, p.maxKeys)
 		sh.counters.recalled += int64(r.Spans)
 		out.AddLate(r.Encoded, th, r.Bytes)
+		p.representKept(d.Service, r.Spans, th)
 	}
 }

@@ -3,7 +3,6 @@ package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-c
 import (
 	"context"
 	"encoding/binary"
-	"math"
 	"net"
 	"runtime"
 	"runtime/debug"
@@ -50,7 +49,7 @@ type budgetTailSampler struct {
 	now    func() time.Time
 	// epoch is what a trace's arrival instants count from.
 	epoch    time.Time
-	lookup   lookupIPs
+	lookup   handoff.LookupIPs
 	unit     policy.Unit
 	shards   []*shard
 	totals   *spanmem.Totals
@@ -62,8 +61,10 @@ type budgetTailSampler struct {
 	fwd      *forward.Forwarder
 	// maxKeys bounds the fairness keys (baseline.max_keys).
 	maxKeys int
-	// rare is nil unless rare.interval is set.
-	rare *rare.Tracker
+	// rare is nil unless rare.interval is set; rareShort is whether the
+	// last policy thinned it (warnRareShortfall's).
+	rare      *rare.Tracker
+	rareShort bool
 	// red is nil unless red_metrics.enabled.
 	red *red.Recorder
 
@@ -113,21 +114,6 @@ type shard struct {
 	recall *recall.Store
 }
 
-// reliefHeapLimit is the heap relief's memory level is measured against:
-// memory_limit_mib, else GOMEMLIMIT when set; 0 when neither is.
-func reliefHeapLimit(mib uint64) int64 {
-	if mib > 0 {
-		return int64(mib) << 20
-	}
-	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
-		return l
-	}
-	return 0
-}
-
-// lookupIPs resolves a name for one address family ("ip4" or "ip6").
-type lookupIPs func(ctx context.Context, network, host string) ([]net.IP, error)
-
 func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Traces) (*budgetTailSampler, error) {
 	tel, err := metadata.NewTelemetry(set.TelemetrySettings)
 	if err != nil {
@@ -172,7 +158,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	p.splitter = split.New(split.Settings{HTTPServerErrors: cfg.Errors.HTTPServerErrors, GroupBy: cfg.Outliers.GroupBy,
 		Keys: keys, Rules: rs, Names: names.New()})
 	p.adj = policy.NewAdjuster(policy.Settings{Budget: cfg.Budget, AdjustInterval: cfg.AdjustInterval,
-		Smoothing: cfg.Smoothing, MaxKeys: p.maxKeys, MinBaselineShare: cfg.Baseline.MinShare}, rs, p.drain)
+		Smoothing: cfg.Smoothing, MaxKeys: p.maxKeys, MinBaselineShare: cfg.Baseline.MinShare, RareInterval: cfg.Rare.Interval}, rs, p.drain)
 	p.fwd = p.newForwarder(next)
 	per := func(total int) int { return max(1, (total+n-1)/n) }
 	for range n {
@@ -201,7 +187,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 			// Held while the sampler is short of memory: an eighth of
 			// the buffer, and of the heap relief watches.
 			total = cfg.MaxBufferedBytes / 8
-			if heap := reliefHeapLimit(cfg.StressRelief.MemoryLimitMiB); heap > 0 {
+			if heap := relief.HeapLimit(cfg.StressRelief.MemoryLimitMiB); heap > 0 {
 				total = min(total, heap/8)
 			}
 		}
@@ -250,7 +236,10 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 	}
 	p.adj.Start(p.now())
 	p.goEvery(p.tickInterval(), func() { p.decideExpired(context.Background()) })
-	p.goEvery(p.adj.TickInterval(), func() { p.adj.Tick(p.now()) })
+	p.goEvery(p.adj.TickInterval(), func() {
+		p.adj.Tick(p.now())
+		p.warnRareShortfall()
+	})
 	if p.relief.Enabled() {
 		if prev, changed := p.relief.SetGoMemoryLimit(); changed {
 			p.goMemLimit = prev
@@ -386,7 +375,28 @@ func (p *budgetTailSampler) drain() (v policy.Volumes, intake float64, fragments
 		sh.mu.Unlock()
 		v.Add(&cur)
 	}
+	if p.red != nil {
+		p.red.Roll(p.now())
+	}
 	return v, intake, fragments
+}
+
+// warnRareShortfall logs when rare traces start needing more of the budget
+// than is left them, and when they fit again: rare's coverage gives way,
+// not the weights.
+func (p *budgetTailSampler) warnRareShortfall() {
+	pol := p.adj.Policy()
+	if short := p.rare != nil && pol.RareShortfall() > 0; short != p.rareShort {
+		p.rareShort = short
+		if !short {
+			p.logger.Info("rare.interval: the budget keeps the first trace of every key in each interval again")
+			return
+		}
+		p.logger.Warn("rare.interval: the budget cannot keep the first trace of every key in each interval at the traffic seen; "+
+			"rare traces are thinned (rare_probability) and some keys go without a kept trace (rare_coverage), th still weighs them right. "+
+			"Raise the budget, lengthen rare.interval or use fewer baseline.keys",
+			zap.Float64("rare_probability", pol.Rare().P), zap.Float64("shortfall_per_second", pol.RareShortfall()), zap.Int("keys", p.rare.Len()))
+	}
 }
 
 // refreshPeers resolves peers_dns: the number of sampler instances the
@@ -394,7 +404,7 @@ func (p *budgetTailSampler) drain() (v policy.Volumes, intake float64, fragments
 func (p *budgetTailSampler) refreshPeers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	v4, v6, err := p.resolvePeers(ctx)
+	v4, v6, err := handoff.ResolvePeers(ctx, p.lookup, p.cfg.Budget.PeersDNS, p.handoff != nil)
 	if n := handoff.PeerCount(v4, v6); n > 0 {
 		if p.adj.SetPeers(n) {
 			p.logger.Info("sampler peers changed; budget share follows", zap.Int64("peers", n))
@@ -406,19 +416,4 @@ func (p *budgetTailSampler) refreshPeers() {
 	if p.handoff != nil && err == nil {
 		p.handoff.SetMembers(append(v4, v6...))
 	}
-}
-
-// resolvePeers looks the name up. The count needs IPv6 only where there is
-// no IPv4; the ring, with handoff, needs both, as the gateways' dns
-// resolver has an entry per address.
-func (p *budgetTailSampler) resolvePeers(ctx context.Context) (v4, v6 []net.IP, err error) {
-	v4, err4 := p.lookup(ctx, "ip4", p.cfg.Budget.PeersDNS)
-	if p.handoff == nil && err4 == nil && len(v4) > 0 {
-		return v4, nil, nil
-	}
-	v6, err6 := p.lookup(ctx, "ip6", p.cfg.Budget.PeersDNS)
-	if err4 != nil && err6 != nil {
-		return nil, nil, err4
-	}
-	return v4, v6, nil
 }

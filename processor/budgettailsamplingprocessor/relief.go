@@ -8,6 +8,7 @@ import (
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/recall"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/red"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
@@ -79,7 +80,11 @@ func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragmen
 	}
 	sh.fragments++
 	if p.red != nil {
-		p.red.Trace(f.Key, f.Spans, f.HasError, f.Dur)
+		w := red.Weigh(f.Spans, f.InThreshold(), keep, th)
+		if dropped {
+			w = red.Weights{} // out of the sample by design
+		}
+		p.red.Trace(f.Key, f.Spans, f.HasError, f.Dur, w)
 	}
 	p.countArrival(sh, f, vol, true)
 	sh.arrivals.NewTraces++

@@ -10,8 +10,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 )
 
 // Issue 51's workload: the coverage workload (3 services × 40 routes, zipf,
@@ -85,15 +89,19 @@ func measureWeights(t *testing.T, name string, w *coverageTraffic, kept []ptrace
 // given baseline.min_share.
 func runWeightsWorkload(t *testing.T, headP, minShare float64) (weightsResult, *testSampler, float64) {
 	t.Helper()
+	return runWeightsWorkloadAt(t, headP, minShare, coverageBudget*2*coverageRate, weightsErrorRate)
+}
+
+func runWeightsWorkloadAt(t *testing.T, headP, minShare, budget, errorRate float64) (weightsResult, *testSampler, float64) {
+	t.Helper()
 	cfg := testConfig()
-	budget := coverageBudget * 2 * coverageRate
 	cfg.Budget.SpansPerSecond = budget
 	cfg.Baseline.Keys = coverageKeys
 	cfg.Baseline.MinShare = minShare
 	cfg.Rare.Interval = time.Minute
 	cfg.ReasonAttribute = "sampling.reason"
 	w := newCoverageTraffic(51)
-	w.errorRate = weightsErrorRate
+	w.errorRate = errorRate
 	if headP < 1 {
 		th, err := sampling.ProbabilityToThreshold(headP)
 		require.NoError(t, err)
@@ -101,6 +109,7 @@ func runWeightsWorkload(t *testing.T, headP, minShare float64) (weightsResult, *
 		w.rate = int(float64(coverageRate) / headP)
 	}
 	ts := runCoverageTraffic(t, cfg, w, 0)
+	ts.p.red.Roll(ts.now) // what was decided since the last adjustment
 	res := measureWeights(t, "weights", w, ts.sink.AllTraces())
 	t.Logf("head %.0f%%, min_share %.2f: th-weighted %.1f%% ± %.1f%% of the spans made %v; (path, minute) coverage %.2f%% (lowest minute %.2f%%); kept %.1f spans/s of %.0f",
 		100*headP, minShare, 100*res.represented, 100*res.se, res.byReason, 100*res.coverage.meanCoverage(), 100*slices.Min(res.coverage.coverage), res.keptPerSecond, budget)
@@ -121,4 +130,84 @@ func TestWeightsRepresentTheTrafficWhenProtectedClassesFillTheBudget(t *testing.
 			assert.InEpsilon(t, budget, res.keptPerSecond, 0.10, "kept spans/s against the budget")
 		})
 	}
+}
+
+// representedRatios reads represented_ratio: overall (the point without a
+// key) and per key.
+func representedRatios(t *testing.T, ts *testSampler) (overall float64, perKey map[string]float64) {
+	t.Helper()
+	m, err := ts.tel.GetMetric(metadata.MetricRepresented)
+	require.NoError(t, err)
+	perKey = map[string]float64{}
+	overall = math.NaN()
+	for _, p := range m.Data.(metricdata.Gauge[float64]).DataPoints {
+		if k, ok := p.Attributes.Value("key"); ok {
+			perKey[k.AsString()] = p.Value
+		} else {
+			overall = p.Value
+		}
+	}
+	return overall, perKey
+}
+
+// TestRepresentedRatioOnTheWorkload: the sampler's own check, from 100% of
+// the traffic, agrees with the test's: represented_ratio overall within
+// 0.95–1.05, with and without head sampling; per key it is noisier (a
+// quiet key has a handful of kept traces) but centred on 1.
+func TestRepresentedRatioOnTheWorkload(t *testing.T) {
+	for _, headP := range []float64{1, 0.1} {
+		t.Run(map[bool]string{true: "no head sampling", false: "head-sampled at 10%"}[headP == 1], func(t *testing.T) {
+			res, ts, _ := runWeightsWorkload(t, headP, createDefaultConfig().Baseline.MinShare)
+			overall, perKey := representedRatios(t, ts)
+			assert.InDelta(t, 1, overall, 0.05, "represented_ratio overall")
+			ratios := make([]float64, 0, len(perKey))
+			for _, r := range perKey {
+				ratios = append(ratios, r)
+			}
+			slices.Sort(ratios)
+			median := ratios[len(ratios)/2]
+			t.Logf("represented_ratio %.3f overall (the test's own count %.3f); %d keys, median %.2f, quartiles %.2f–%.2f",
+				overall, res.represented, len(ratios), median, ratios[len(ratios)/4], ratios[3*len(ratios)/4])
+			assert.Len(t, perKey, len(coverageStatuses)*coverageRoutes*coverageServices, "a ratio per key")
+			assert.InDelta(t, 1, median, 0.25, "per key, centred on 1")
+		})
+	}
+}
+
+// TestRepresentedRatioCatchesWrongWeights: the ratio catches weights
+// written wrong. Written as contrib's tail_sampling leaves them (no th:
+// every kept span counts once), the ratio is about the kept share.
+func TestRepresentedRatioCatchesWrongWeights(t *testing.T) {
+	testThresholdOverride = func(sampling.Threshold) sampling.Threshold { return sampling.AlwaysSampleThreshold }
+	defer func() { testThresholdOverride = nil }()
+	_, ts, _ := runWeightsWorkload(t, 1, createDefaultConfig().Baseline.MinShare)
+	overall, _ := representedRatios(t, ts)
+	t.Logf("represented_ratio %.4f", overall)
+	assert.Less(t, overall, 0.1)
+}
+
+// TestWeightsRareCoverageWhenTheBudgetFallsShort: a budget too small for
+// one trace per key and minute thins the rare traces (rare_probability <
+// 1), warns saying what gives way, and rare_coverage says how much of the
+// last minute's keys had a trace kept; the weights stay honest.
+func TestWeightsRareCoverageWhenTheBudgetFallsShort(t *testing.T) {
+	res, ts, budget := runWeightsWorkloadAt(t, 1, createDefaultConfig().Baseline.MinShare, 20, coverageErrors)
+	core, logs := observer.New(zap.WarnLevel)
+	ts.p.logger = zap.New(core)
+	ts.p.warnRareShortfall()
+	require.Equal(t, 1, logs.Len(), "a warning when rare falls short")
+	assert.Contains(t, logs.All()[0].Message, "rare.interval: the budget cannot keep the first trace of every key")
+	ts.p.warnRareShortfall()
+	assert.Equal(t, 1, logs.Len(), "once, until it changes")
+
+	rareP := ts.metric(metadata.MetricRareProbability)
+	coverage := ts.metric(metadata.MetricRareCoverage)
+	last := res.coverage.coverage[len(res.coverage.coverage)-1]
+	t.Logf("rare_probability %.2f; rare_coverage %.3f, the test's count for that minute %.3f", rareP, coverage, last)
+	assert.Less(t, rareP, 0.95)
+	assert.Greater(t, rareP, 0.05)
+	assert.Less(t, coverage, 0.99, "some keys go without")
+	assert.InDelta(t, last, coverage, 0.03, "rare_coverage is the share of the last minute's keys with a kept trace")
+	assert.InDelta(t, 1, res.represented, 0.05, "th still weighs the kept spans right")
+	assert.InEpsilon(t, budget, res.keptPerSecond, 0.10)
 }

@@ -3,6 +3,7 @@ package durable
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -241,4 +242,17 @@ func TestDurableReplaySurvivesTruncationAtEveryOffset(t *testing.T) {
 			assert.Positive(t, st.CorruptBytes)
 		}
 	}
+}
+
+func TestHoldsKeepTheOldestArrivalInFlight(t *testing.T) {
+	h := NewHolds[int]()
+	assert.Equal(t, int64(math.MaxInt64), h.Oldest())
+	h.Hold(1, 50)
+	h.Hold(1, 70) // a later arrival does not move the hold
+	h.Hold(2, 60)
+	assert.Equal(t, int64(50), h.Oldest())
+	h.Release(1)
+	assert.Equal(t, int64(60), h.Oldest())
+	h.Release(2)
+	assert.Equal(t, int64(math.MaxInt64), h.Oldest())
 }

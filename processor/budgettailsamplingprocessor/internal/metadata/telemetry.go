@@ -61,6 +61,9 @@ const (
 	MetricREDErrors         = prefix + "red_errors"
 	MetricREDSpans          = prefix + "red_spans"
 	MetricREDDuration       = prefix + "red_duration"
+	MetricRepresented       = prefix + "represented"
+	MetricRareCoverage      = prefix + "rare_coverage"
+	MetricRareProbability   = prefix + "rare_probability"
 )
 
 // Telemetry holds the processor's instruments. Counters are observable: the
@@ -120,6 +123,11 @@ type Telemetry struct {
 	REDErrors       metric.Int64Counter
 	REDSpans        metric.Int64Counter
 	REDDuration     metric.Float64Histogram
+	// Represented, RareCoverage and RareProb say how well the kept traces
+	// stand for the traffic.
+	Represented  metric.Float64ObservableGauge
+	RareCoverage metric.Float64ObservableGauge
+	RareProb     metric.Float64ObservableGauge
 }
 
 // Observables lists the instruments the processor's callback observes.
@@ -130,7 +138,8 @@ func (t *Telemetry) Observables() []metric.Observable {
 		t.HandoffTraces, t.HandoffSpans, t.HandoffDecisions, t.HandoffProxied, t.HandoffFailed, t.RingMembers, t.RingChanges,
 		t.ReliefActive, t.ReliefLevel, t.ReliefSpans, t.ReliefActivations, t.ReliefProb,
 		t.ReliefRecalled, t.ReliefShed, t.ReliefRecallEvicted, t.ReliefRecallBytes, t.KeyFolds,
-		t.DurableBytes, t.DurableReplayed, t.DurableCorrupt, t.DurableFailures, t.DurableSegments, t.DurableTraces, t.DurableSkipped}
+		t.DurableBytes, t.DurableReplayed, t.DurableCorrupt, t.DurableFailures, t.DurableSegments, t.DurableTraces, t.DurableSkipped,
+		t.Represented, t.RareCoverage, t.RareProb}
 }
 
 // NewTelemetry creates the instruments on the collector's meter provider.
@@ -189,5 +198,8 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	t.REDSpans = b.Int64Counter(MetricREDSpans, "Spans of the traces decided and spans that followed a decision, by key: every span the tier received once.", "{span}")
 	t.REDDuration = b.Float64Histogram(MetricREDDuration, "Duration of the traces decided (the root span's, else the longest span's), by key.", "s",
 		0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+	t.Represented = b.Float64ObservableGauge(MetricRepresented, "Kept spans weighted by the th written on them (1/p) over the spans decided weighted by the th they arrived with, smoothed over about 10 minutes; by key (the fairness key, as red_metrics records it) and overall (no key). About 1 while the kept spans' th stands for the traffic; traces dropped by drop rules are left out of both. Needs red_metrics.enabled.", "1")
+	t.RareCoverage = b.Float64ObservableGauge(MetricRareCoverage, "Share of the fairness keys decided in the last whole rare.interval (clock-aligned) that had a trace kept in it (with rare.interval set).", "1")
+	t.RareProb = b.Float64ObservableGauge(MetricRareProbability, "Probability a key's first trace in rare.interval is kept with: 1 unless the rare traces need more of the budget than errors, keep rules and baseline.min_share leave them (with rare.interval set).", "1")
 	return t, b.Err()
 }

@@ -19,6 +19,8 @@ type Settings struct {
 	// MinBaselineShare is the share of the budget the baseline keeps
 	// whatever other classes ask, errors excepted.
 	MinBaselineShare float64
+	// RareInterval is rare's (0: off).
+	RareInterval time.Duration
 }
 
 // Drain takes the volumes decided, the volume received (intake) and the
@@ -162,6 +164,7 @@ func (a *Adjuster) Adjust(now time.Time) {
 		return
 	}
 	a.lastAdj = now
+	a.est.addRare(now, v.rare)
 	a.policy.Store(a.est.update(v, secs, a.Share()))
 }
 
@@ -200,6 +203,7 @@ func (a *Adjuster) primeTick(now time.Time) {
 		}
 		a.priming.Store(false)
 		a.lastAdj = now
+		a.est.addRare(now, ps.decided.rare)
 		a.policy.Store(a.est.update(ps.decided, secs, share))
 		return
 	}

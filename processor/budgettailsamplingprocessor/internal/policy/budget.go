@@ -231,11 +231,61 @@ type estimator struct {
 	// with few large traces per interval; this takes that out.
 	correction float64
 	binding    bool // the last policy sampled the baseline (budget binding)
+	// rareClock measures rare's volume per clock-aligned interval (nil:
+	// rare is off, or a test gives volumes without a clock).
+	rareClock *rareClock
+}
+
+// rareClock measures rare's volume over whole clock-aligned rare intervals.
+// Rare keeps a burst of first traces as each interval starts and few after:
+// smoothed per adjustment, its rate swings from high at the start to low at
+// the end, and the next burst would be kept at the quiet end's probability.
+type rareClock struct {
+	interval time.Duration
+	n        int64     // the interval being measured
+	from     time.Time // when its measuring began
+	vol      float64   // its volume so far
+	// rate is the last whole interval's volume per second, or, until one
+	// was measured whole, the volume so far per second since from.
+	rate  float64
+	whole bool
+}
+
+// addRare books rare's volume decided by now.
+func (e *estimator) addRare(now time.Time, vol float64) {
+	if e.rareClock != nil {
+		e.rareClock.add(now, vol)
+	}
+}
+
+// add books vol (decided by now) and updates the rate.
+func (c *rareClock) add(now time.Time, vol float64) {
+	n := now.UnixNano() / int64(c.interval)
+	if c.from.IsZero() {
+		c.n, c.from = n, now
+	}
+	if n != c.n {
+		// Whole if it was measured from (near) its start and nothing was
+		// skipped since.
+		start := time.Unix(0, c.n*int64(c.interval))
+		if n == c.n+1 && c.from.Sub(start) < c.interval/10 {
+			c.rate, c.whole = c.vol/c.interval.Seconds(), true
+		}
+		c.n, c.from, c.vol = n, now, 0
+	}
+	c.vol += vol
+	if !c.whole {
+		c.rate = c.vol / max(now.Sub(c.from).Seconds(), 1)
+	}
 }
 
 func newEstimator(s Settings, rs *rules.Set) *estimator {
-	return &estimator{smoothing: s.Smoothing, maxShare: s.Budget.MaxPriorityShare, minShare: s.MinBaselineShare, maxKeys: s.MaxKeys,
+	e := &estimator{smoothing: s.Smoothing, maxShare: s.Budget.MaxPriorityShare, minShare: s.MinBaselineShare, maxKeys: s.MaxKeys,
 		baseline: map[string]float64{}, slow: map[string]float64{}, steady: map[string]int{}, rules: make([]float64, rs.Len()), ruleSet: rs, correction: 1}
+	if s.RareInterval > 0 {
+		e.rareClock = &rareClock{interval: s.RareInterval}
+	}
+	return e
 }
 
 // reset forgets the rates (after an idle spell) but keeps the correction,
@@ -246,6 +296,9 @@ func (e *estimator) reset() {
 	e.steady = map[string]int{}
 	e.errors, e.outliers, e.rare, e.kept = 0, 0, 0, 0
 	e.rules = make([]float64, len(e.rules))
+	if e.rareClock != nil {
+		e.rareClock = &rareClock{interval: e.rareClock.interval}
+	}
 	e.primed = false
 	e.binding = false
 }
@@ -300,9 +353,11 @@ func (e *estimator) update(v Volumes, secs, share float64) *Policy {
 	e.capKeys()
 	e.errors = e.ewma(e.errors, v.errors/secs)
 	e.outliers = e.ewma(e.outliers, v.outliers/secs)
-	// Rare traces come in a burst as each interval of rare starts: their
-	// rate is the slow one, over about a minute.
-	e.rare = e.slowEWMA(e.rare, v.rare/secs)
+	if e.rareClock != nil {
+		e.rare = e.rareClock.rate
+	} else {
+		e.rare = e.slowEWMA(e.rare, v.rare/secs)
+	}
 	for i := range e.rules {
 		if i < len(v.rules) {
 			e.rules[i] = e.ewma(e.rules[i], v.rules[i]/secs)

@@ -44,21 +44,31 @@ type Tracker struct {
 	seed     maphash.Seed
 	keys     atomic.Int64 // held by all stripes together
 	stripes  [stripes]stripe
+	// coverage counts, for the current and the last interval, the keys
+	// seen and those with a trace kept.
+	cmu      sync.Mutex
+	coverage [2]intervalCoverage
 }
+
+type intervalCoverage struct{ n, seen, covered int64 }
 
 const stripes = 32
 
 type stripe struct {
 	mu   sync.Mutex
-	last map[string]int64 // key → interval number
-	_    [48]byte         // a cache line each
+	last map[string]keyIntervals
+	_    [48]byte // a cache line each
 }
+
+// keyIntervals are the interval numbers a key was last seen in (its first
+// trace decided: due) and last had a trace kept in.
+type keyIntervals struct{ seen, kept int64 }
 
 // New returns a tracker holding at most maxKeys keys.
 func New(interval time.Duration, maxKeys int) *Tracker {
 	t := &Tracker{interval: int64(interval), maxKeys: int64(maxKeys), seed: maphash.MakeSeed()}
 	for i := range t.stripes {
-		t.stripes[i].last = make(map[string]int64)
+		t.stripes[i].last = make(map[string]keyIntervals)
 	}
 	return t
 }
@@ -72,7 +82,7 @@ func (t *Tracker) Due(key string, now int64) (due, ok bool) {
 	st := &t.stripes[maphash.String(t.seed, key)%stripes]
 	st.mu.Lock()
 	last, known := st.last[key]
-	if known && last == n {
+	if known && last.seen == n {
 		st.mu.Unlock()
 		return false, true
 	}
@@ -82,7 +92,7 @@ func (t *Tracker) Due(key string, now int64) (due, ok bool) {
 		st.mu.Unlock()
 		t.evict(n)
 		st.mu.Lock()
-		if last, known = st.last[key]; known && last == n {
+		if last, known = st.last[key]; known && last.seen == n {
 			st.mu.Unlock()
 			return false, true
 		}
@@ -91,9 +101,52 @@ func (t *Tracker) Due(key string, now int64) (due, ok bool) {
 			return false, false
 		}
 	}
-	st.last[key] = n
+	last.seen = n
+	st.last[key] = last
 	st.mu.Unlock()
+	t.count(n, func(c *intervalCoverage) { c.seen++ })
 	return true, true
+}
+
+// Kept notes that a trace of key was kept at now (Unix nanoseconds), for
+// coverage. A key Due did not track is not counted.
+func (t *Tracker) Kept(key string, now int64) {
+	n := now / t.interval
+	st := &t.stripes[maphash.String(t.seed, key)%stripes]
+	st.mu.Lock()
+	last, known := st.last[key]
+	first := known && last.seen == n && last.kept != n
+	if first {
+		last.kept = n
+		st.last[key] = last
+	}
+	st.mu.Unlock()
+	if first {
+		t.count(n, func(c *intervalCoverage) { c.covered++ })
+	}
+}
+
+func (t *Tracker) count(n int64, add func(*intervalCoverage)) {
+	t.cmu.Lock()
+	c := &t.coverage[n&1]
+	if c.n != n {
+		*c = intervalCoverage{n: n}
+	}
+	add(c)
+	t.cmu.Unlock()
+}
+
+// Coverage is the share of the keys seen in the last whole interval before
+// now that had a trace kept in it; ok is false when none was seen in it.
+func (t *Tracker) Coverage(now int64) (share float64, ok bool) {
+	n := now/t.interval - 1
+	t.cmu.Lock()
+	c := t.coverage[n&1]
+	t.cmu.Unlock()
+	if c.n != n || c.seen == 0 {
+		return 0, false
+	}
+	return float64(c.covered) / float64(c.seen), true
 }
 
 // reserve counts a new key in, unless the table is full.
@@ -112,7 +165,7 @@ func (t *Tracker) evict(n int64) {
 		st := &t.stripes[i]
 		st.mu.Lock()
 		for k, last := range st.last {
-			if last != n {
+			if last.seen != n {
 				delete(st.last, k)
 				t.keys.Add(-1)
 			}

@@ -69,3 +69,30 @@ func TestRareTableStaysBoundedUnderConcurrentDecisions(t *testing.T) {
 	}
 	assert.Equal(t, tr.Len(), held, "the count matches the stripes")
 }
+
+// Coverage is read for the last whole clock-aligned interval: the keys seen
+// in it and the share of them with a trace kept in it.
+func TestRareCoverageOfTheLastInterval(t *testing.T) {
+	tr := New(time.Minute, 10)
+	at := func(d time.Duration) int64 { return int64(10*time.Minute + d) }
+	_, ok := tr.Coverage(at(0))
+	assert.False(t, ok, "nothing seen yet")
+	for _, k := range []string{"a", "b", "c", "d"} {
+		tr.Due(k, at(time.Second))
+	}
+	tr.Kept("a", at(2*time.Second))
+	tr.Kept("a", at(3*time.Second)) // once per key
+	tr.Kept("b", at(59*time.Second))
+	tr.Kept("zzz", at(59*time.Second)) // never seen: not counted
+	_, ok = tr.Coverage(at(59 * time.Second))
+	assert.False(t, ok, "the interval is not over")
+	share, ok := tr.Coverage(at(61 * time.Second))
+	assert.True(t, ok)
+	assert.InDelta(t, 0.5, share, 1e-9, "a and b of a, b, c, d")
+	tr.Due("a", at(61*time.Second))
+	tr.Kept("a", at(61*time.Second))
+	share, _ = tr.Coverage(at(121 * time.Second))
+	assert.InDelta(t, 1, share, 1e-9)
+	_, ok = tr.Coverage(at(181 * time.Second))
+	assert.False(t, ok, "an interval with no keys has no coverage")
+}

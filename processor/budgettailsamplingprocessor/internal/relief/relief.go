@@ -304,3 +304,15 @@ func (c *Controller) SetGoMemoryLimit() (previous int64, changed bool) {
 	debug.SetMemoryLimit(want)
 	return previous, true
 }
+
+// HeapLimit is the heap the memory level is measured against:
+// memory_limit_mib, else GOMEMLIMIT when set; 0 when neither is.
+func HeapLimit(mib uint64) int64 {
+	if mib > 0 {
+		return int64(mib) << 20
+	}
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		return l
+	}
+	return 0
+}
