@@ -65,8 +65,15 @@ run: build
 $(OCB):
 	GOBIN=$(TOOLS) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
 
+# A helm built with go install reports Kubernetes v1.20 unless told the
+# client-go minor it was built with (helm's own Makefile passes these), and
+# the chart's kubeVersion (>= 1.30) would then fail `helm template`.
+HELM_K8S_MINOR := 36
+HELM_LDFLAGS := $(foreach p,chartutil lint/rules,-X helm.sh/helm/v3/pkg/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/$(p).k8sVersionMinor=$(HELM_K8S_MINOR)) \
+	-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)
+
 $(HELM):
-	GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	GOBIN=$(TOOLS) $(GO) install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 # A real tracing backend for the end-to-end test, built from its own module
 # (tools/jaeger pins Jaeger v1.75.0 as a tool): its collector versions differ

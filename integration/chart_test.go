@@ -75,6 +75,19 @@ func TestChartLint(t *testing.T) {
 	}
 }
 
+// TestChartTemplatesWithTheToolsHelm: the documented commands, as a
+// newcomer types them (no --kube-version), work with the helm `make tools`
+// installs. A helm built with go install reports Kubernetes v1.20 unless
+// the Makefile tells it its client-go version; the chart needs ≥ 1.30.
+func TestChartTemplatesWithTheToolsHelm(t *testing.T) {
+	out, err := helm(t, "template", "cost", chartDir(), "--namespace", "observability", "--set", "backend.endpoint=tempo:4317")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "kind: StatefulSet")
+	out, err = helm(t, "version", "--template", "{{.Version}}")
+	require.NoError(t, err, out)
+	assert.Equal(t, "v3.21.4", strings.TrimSpace(out), "the Makefile's HELM_VERSION, stamped into the binary")
+}
+
 // decodeStrict decodes one manifest into its API type; unknown fields fail.
 func decodeStrict(t *testing.T, doc []byte, into any) {
 	t.Helper()
