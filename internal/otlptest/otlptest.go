@@ -90,7 +90,13 @@ func StartN(t testing.TB, n int) ([]*Recorder, []string) {
 func (r *Recorder) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
 	r.calls.Add(1)
 	if d := r.Delay.Load(); d > 0 {
-		time.Sleep(time.Duration(d))
+		// A slow peer, until the caller gives up (the server's stop ends
+		// the call's context too): no handler outlives its test.
+		select {
+		case <-time.After(time.Duration(d)):
+		case <-ctx.Done():
+			return ptraceotlp.NewExportResponse(), ctx.Err()
+		}
 	}
 	if r.Refuse.Load() {
 		return ptraceotlp.NewExportResponse(), status.Error(codes.Unavailable, "refusing")

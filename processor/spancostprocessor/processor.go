@@ -72,7 +72,7 @@ type series struct {
 
 func newSpanCost(set processor.Settings, cfg *Config) (*spanCost, error) {
 	model := cfg.Pricing.Resolve()
-	tel, err := metadata.NewTelemetry(set.TelemetrySettings, model.Currency)
+	tel, err := metadata.NewTelemetry(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}

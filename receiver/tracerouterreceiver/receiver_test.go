@@ -67,6 +67,14 @@ func startExporter(t *testing.T, addrs []string, queue bool) exporter.Traces {
 	return exp
 }
 
+// lifecycleHost is the generated lifecycle test's host: the receiver routes
+// through its collector's trace_router exporter, so one is started (towards
+// an address nothing listens at).
+func lifecycleHost(t *testing.T) component.Host {
+	startExporter(t, []string{"127.0.0.1:1"}, false)
+	return componenttest.NewNopHost()
+}
+
 // startReceiver starts the receiver on a free port in front of the
 // started trace_router exporter, with next as its pipeline.
 func startReceiver(t *testing.T, next consumer.Traces, edit func(*Config)) (addr string, tel *componenttest.Telemetry) {
