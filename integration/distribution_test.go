@@ -209,3 +209,13 @@ func TestSmokeTailConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestReliefMemoryLimitFollowsMemoryLimiter: in the shipped configs stress
+// relief watches memory_limiter's soft limit read from the same variables,
+// so setting MEMORY_LIMIT_MIB alone moves both (it stayed at 768 MiB).
+func TestReliefMemoryLimitFollowsMemoryLimiter(t *testing.T) {
+	c := startCollector(t, map[string]string{"MEMORY_LIMIT_MIB": "2048", "GOMEMLIMIT": ""}, configPath("tail.yaml"))
+	eventually(t, 10*time.Second, func() bool { return strings.Contains(c.out.String(), `"soft_limit_mib": 1792`) },
+		"relief's limit is 2048 − 256 MiB:\n%s", c.out.String())
+	c.stop()
+}

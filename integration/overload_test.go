@@ -43,11 +43,10 @@ func overloadWithoutRetries(t *testing.T, mode string) {
 		// limit (relief lowers it to its own memory limit).
 		"GOMEMLIMIT": fmt.Sprintf("%dMiB", limitMiB),
 		// The shipped waits: SDKs export every 5 s.
-		"DECISION_WAIT":                  "15s",
-		"DECISION_WAIT_AFTER_ROOT":       "7s",
-		"STRESS_RELIEF_MODE":             mode,
-		"STRESS_RELIEF_MEMORY_LIMIT_MIB": fmt.Sprint(limitMiB - spikeMiB),
-		"SAMPLER_INSTANCES":              "3",
+		"DECISION_WAIT":            "15s",
+		"DECISION_WAIT_AFTER_ROOT": "7s",
+		"STRESS_RELIEF_MODE":       mode,
+		"SAMPLER_INSTANCES":        "3",
 	}})
 	lg := newLoadGen(t, tr.gateway, 2500, 6)
 	lg.noRetry = true

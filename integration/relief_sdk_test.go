@@ -37,16 +37,15 @@ func TestE2EOverloadStressReliefSDKErrorTracesWhole(t *testing.T) {
 		load            = 45 * time.Second
 	)
 	tr := startTier(t, tierOptions{samplers: 1, budget: budget, samplerEnv: map[string]string{
-		"MEMORY_LIMIT_MIB":               "204", // 80% of 256 MiB
-		"MEMORY_SPIKE_LIMIT_MIB":         "51",  // 20% of 256 MiB
-		"GOMEMLIMIT":                     "204MiB",
-		"STRESS_RELIEF_MEMORY_LIMIT_MIB": "153", // memory_limiter's soft limit
-		"MAX_BUFFERED_BYTES":             fmt.Sprint(32 << 20),
-		"BUFFER_MEMORY":                  "heap",
-		"DECISION_WAIT":                  "15s",
-		"DECISION_WAIT_AFTER_ROOT":       "7s",
-		"STRESS_RELIEF_MODE":             "monitor",
-		"SAMPLER_INSTANCES":              "1",
+		"MEMORY_LIMIT_MIB":         "204", // 80% of 256 MiB
+		"MEMORY_SPIKE_LIMIT_MIB":   "51",  // 20% of 256 MiB
+		"GOMEMLIMIT":               "204MiB",
+		"MAX_BUFFERED_BYTES":       fmt.Sprint(32 << 20),
+		"BUFFER_MEMORY":            "heap",
+		"DECISION_WAIT":            "15s",
+		"DECISION_WAIT_AFTER_ROOT": "7s",
+		"STRESS_RELIEF_MODE":       "monitor",
+		"SAMPLER_INSTANCES":        "1",
 	}})
 	names := []string{"edge", "web", "checkout", "payments", "ledger"}
 	var services []*sdkService

@@ -141,6 +141,7 @@ func TestStressReliefConfigErrorsNameTheField(t *testing.T) {
 	assert.Contains(t, err.Error(), "stress_relief.deactivation_level: must be below activation_level (70), got 80")
 	assert.Contains(t, err.Error(), "stress_relief.recall.window: must be ≥ 0, got -1s")
 	assert.Contains(t, err.Error(), "stress_relief.recall.max_bytes: must be ≥ 0, got -1")
+	assert.Contains(t, err.Error(), "stress_relief.memory_spike_limit_mib: must be below memory_limit_mib (256), got 256")
 	cfg := testConfig()
 	cfg.StressRelief.ActivationLevel = 150
 	err = confmap.Validate(cfg)

@@ -187,7 +187,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 			// Held while the sampler is short of memory: an eighth of
 			// the buffer, and of the heap relief watches.
 			total = cfg.MaxBufferedBytes / 8
-			if heap := relief.HeapLimit(cfg.StressRelief.MemoryLimitMiB); heap > 0 {
+			if heap := relief.HeapLimit(cfg.StressRelief.SoftLimitMiB()); heap > 0 {
 				total = min(total, heap/8)
 			}
 		}
@@ -243,8 +243,8 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 	if p.relief.Enabled() {
 		if prev, changed := p.relief.SetGoMemoryLimit(); changed {
 			p.goMemLimit = prev
-			p.logger.Info("Go memory limit lowered to stress_relief.memory_limit_mib, so that garbage is collected before memory_limiter's soft limit",
-				zap.Uint64("memory_limit_mib", p.cfg.StressRelief.MemoryLimitMiB), zap.Int64("previous_bytes", prev))
+			p.logger.Info("Go memory limit lowered to stress relief's memory limit (memory_limit_mib − memory_spike_limit_mib), so that garbage is collected before memory_limiter's soft limit",
+				zap.Uint64("soft_limit_mib", p.cfg.StressRelief.SoftLimitMiB()), zap.Int64("previous_bytes", prev))
 		}
 		p.reliefMeasured = p.now()
 		p.goEvery(reliefLevelInterval, p.updateRelief)

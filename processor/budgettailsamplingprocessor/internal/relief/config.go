@@ -35,6 +35,11 @@ type Config struct {
 	// that relief starts before memory_limiter refuses. 0 takes GOMEMLIMIT
 	// when it is set, else the memory level is not watched.
 	MemoryLimitMiB uint64 `mapstructure:"memory_limit_mib"`
+	// MemorySpikeLimitMiB is subtracted from MemoryLimitMiB: set both as
+	// memory_limiter's limit_mib and spike_limit_mib (the shipped configs
+	// read the same variables), and relief watches its soft limit whatever
+	// the limit is set to.
+	MemorySpikeLimitMiB uint64 `mapstructure:"memory_spike_limit_mib"`
 	// Recall holds the fragments relief drops for a while, so that an
 	// error arriving later in the trace recalls them: error traces stay
 	// whole under relief.
@@ -64,9 +69,21 @@ func DefaultConfig() Config {
 	}
 }
 
+// SoftLimitMiB is the heap relief's memory level is measured against:
+// memory_limit_mib − memory_spike_limit_mib (0: not set).
+func (c *Config) SoftLimitMiB() uint64 {
+	if c.MemoryLimitMiB <= c.MemorySpikeLimitMiB {
+		return 0
+	}
+	return c.MemoryLimitMiB - c.MemorySpikeLimitMiB
+}
+
 // Check reports every invalid field, named under stress_relief.
 func (c *Config) Check() []error {
 	var errs []error
+	if c.MemorySpikeLimitMiB > 0 && c.MemorySpikeLimitMiB >= c.MemoryLimitMiB {
+		errs = append(errs, fmt.Errorf("stress_relief.memory_spike_limit_mib: must be below memory_limit_mib (%d), got %d", c.MemoryLimitMiB, c.MemorySpikeLimitMiB))
+	}
 	switch c.Mode {
 	case ModeNever, ModeMonitor, ModeAlways:
 	default:

@@ -104,7 +104,7 @@ type measured struct {
 // arrivals have been measured.
 func New(cfg Config, b Bounds, now time.Time) *Controller {
 	if b.MemoryLimit == 0 {
-		b.MemoryLimit = cfg.MemoryLimitMiB << 20
+		b.MemoryLimit = cfg.SoftLimitMiB() << 20
 	}
 	if b.MemoryLimit == 0 {
 		if l := debug.SetMemoryLimit(-1); l > 0 && l < math.MaxInt64 {
@@ -294,10 +294,10 @@ func (h heapReader) read() uint64 {
 // limit before, to restore, and whether it changed it.
 func (c *Controller) SetGoMemoryLimit() (previous int64, changed bool) {
 	previous = debug.SetMemoryLimit(-1)
-	if c.cfg.MemoryLimitMiB == 0 || c.cfg.Mode == ModeNever {
+	if c.cfg.SoftLimitMiB() == 0 || c.cfg.Mode == ModeNever {
 		return previous, false
 	}
-	want := int64(c.cfg.MemoryLimitMiB << 20)
+	want := int64(c.cfg.SoftLimitMiB() << 20)
 	if want >= previous {
 		return previous, false
 	}

@@ -200,3 +200,12 @@ func TestStressReliefLowersTheGoMemoryLimit(t *testing.T) {
 	_, changed = New(cfg, Bounds{}, t0).SetGoMemoryLimit()
 	assert.False(t, changed, "never: no relief, no memory limit")
 }
+
+// The memory level's bound is memory_limiter's soft limit however the two
+// are set: limit − spike, the limit alone without a spike.
+func TestSoftLimitFollowsTheLimit(t *testing.T) {
+	for _, c := range []struct{ limit, spike, want uint64 }{{1024, 256, 768}, {2048, 256, 1792}, {768, 0, 768}, {0, 0, 0}} {
+		cfg := Config{MemoryLimitMiB: c.limit, MemorySpikeLimitMiB: c.spike}
+		assert.Equal(t, c.want, cfg.SoftLimitMiB(), "%d − %d", c.limit, c.spike)
+	}
+}
