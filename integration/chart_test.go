@@ -545,3 +545,28 @@ func TestChartGivesTheSamplersADurableStateVolume(t *testing.T) {
 		})
 	}
 }
+
+// TestChartMigrationGuideValues: the processor README's worked migration
+// renders with the chart, and the sampler config it makes validates with
+// the built binary (rules, the renamed options, the budget).
+func TestChartMigrationGuideValues(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot(), "processor", "budgettailsamplingprocessor", "README.md"))
+	require.NoError(t, err)
+	const marker = "# values.yaml for charts/otelcol-cost\n"
+	start := strings.Index(string(readme), marker)
+	require.GreaterOrEqual(t, start, 0, "the README's worked migration")
+	block := string(readme)[start:]
+	block = block[:strings.Index(block, "```")]
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	require.NoError(t, os.WriteFile(values, []byte(block), 0o600))
+	r := renderChart(t, []string{"-f", values, "--set", "backend.endpoint=tempo:4317"})
+	cfg, ok := r.configs["cost-otelcol-cost-sampler"]
+	require.True(t, ok, "the sampler's config")
+	for _, want := range []string{"max_traces: 200000", "name: no-health", "sampled_size: 500000", "spans_per_second: 4200"} {
+		assert.Contains(t, cfg, want)
+	}
+	path := filepath.Join(t.TempDir(), "sampler.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+	out, err := validate(t, []string{"POD_IP=10.1.2.3"}, path)
+	require.NoError(t, err, out)
+}

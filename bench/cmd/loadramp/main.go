@@ -10,6 +10,7 @@
 //	         compared with
 //	tail     configs/tail.yaml as shipped (span_cost + budget_tail_sampling)
 //	tail_s2  the same with the sampler's buffer S2-compressed
+//	tail_heap the same with the buffer in the Go heap (the chart's default)
 //	contrib  the same pipeline with contrib's tail_sampling instead
 //	         (bench/testdata/contrib-tail.yaml)
 //	gateway  configs/gateway.yaml (trace_router, receiver and exporter),
@@ -273,6 +274,7 @@ var setupsByName = map[string]setup{
 	// keeps them on).
 	"bare_spanmetrics": {config: "bench/testdata/bare.yaml", overlays: []string{"bench/testdata/spanmetrics.yaml"}},
 	"tail":             {config: "configs/tail.yaml"},
+	"tail_heap":        {config: "configs/tail.yaml", env: []string{"BUFFER_MEMORY=heap"}},
 	"tail_red_off":     {config: "configs/tail.yaml", env: []string{"RED_METRICS_ENABLED=false"}},
 	// The buffer's write-ahead log off (tail keeps it on): its cost.
 	"tail_durable_off": {config: "configs/tail.yaml", env: []string{"DURABLE_ENABLED=false"}},
