@@ -181,7 +181,13 @@ bench-go: $(BENCHSTAT)
 	$(GO) test -run '^$$' -bench OutlierGroups -benchtime 2000x -count 6 ./bench/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench RuleMatching -count 6 ./processor/budgettailsamplingprocessor/internal/rules/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench Rules -benchtime 3000x -count 6 -cpu 1 ./bench/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench Forward -count 5 ./processor/budgettailsamplingprocessor/internal/forward/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench PartCompression -count 5 ./exporter/tracerouterexporter/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench LogStores -benchtime 2000x -count 3 ./processor/budgettailsamplingprocessor/internal/durable/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench DurableReplayFullBuffer -benchtime 1x -count 3 ./processor/budgettailsamplingprocessor/ | tee -a bench.out
 	$(BENCHSTAT) bench.out | tee bench.txt
 
+# The ramps of docs/BENCHMARKS.md sections 10 and 14; sections 15 and 18
+# ramp other setups at their own rates (their commands are there).
 bench-e2e: build
-	$(GO) run ./bench/cmd/loadramp -bin $(BIN) -refine 3 -warmup 20s -out bench-e2e.md
+	$(GO) run ./bench/cmd/loadramp -bin $(BIN) -setups bare,tail,tail_heap,contrib,gateway,gateway_contrib -refine 3 -warmup 20s -out bench-e2e.md
