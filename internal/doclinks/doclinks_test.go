@@ -47,16 +47,24 @@ func TestCheckFindsBrokenLinks(t *testing.T) {
 	}, msgs)
 }
 
-// TestRepositoryDocsLinks checks every committed Markdown file.
-func TestRepositoryDocsLinks(t *testing.T) {
+// committedMarkdown is the repository's root and its committed Markdown
+// files.
+func committedMarkdown(t *testing.T) (root string, files []string) {
+	t.Helper()
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
 	out, err := exec.Command("git", "-C", root, "ls-files", "*.md").Output()
 	if err != nil {
 		t.Skipf("not a git checkout: %v", err)
 	}
-	files := strings.Fields(string(out))
+	files = strings.Fields(string(out))
 	require.NotEmpty(t, files)
+	return root, files
+}
+
+// TestRepositoryDocsLinks checks every committed Markdown file.
+func TestRepositoryDocsLinks(t *testing.T) {
+	root, files := committedMarkdown(t)
 	for _, f := range files {
 		for _, e := range Check(root, f) {
 			t.Error(e)
@@ -67,14 +75,9 @@ func TestRepositoryDocsLinks(t *testing.T) {
 // TestFiguresAgreeWithBenchmarks: every figure a document quotes next to a
 // link into docs/BENCHMARKS.md is in the section it links to.
 func TestFiguresAgreeWithBenchmarks(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	require.NoError(t, err)
-	out, err := exec.Command("git", "-C", root, "ls-files", "*.md").Output()
-	if err != nil {
-		t.Skipf("not a git checkout: %v", err)
-	}
+	root, files := committedMarkdown(t)
 	quoted := 0
-	for _, f := range strings.Fields(string(out)) {
+	for _, f := range files {
 		if f == "docs/BENCHMARKS.md" || strings.HasPrefix(f, "docs/bench-results/") {
 			continue
 		}
