@@ -245,6 +245,11 @@ type rareClock struct {
 	n        int64     // the interval being measured
 	from     time.Time // when its measuring began
 	vol      float64   // its volume so far
+	// started: an interval is being measured; partial: it is the first,
+	// which began before the clock did (the estimator's start or reset).
+	// Each later one is measured from its first adjustment, whose drained
+	// volumes reach back to the one before: whole.
+	started, partial bool
 	// rate is the last whole interval's volume per second, or, until one
 	// was measured whole, the volume so far per second since from.
 	rate  float64
@@ -261,16 +266,14 @@ func (e *estimator) addRare(now time.Time, vol float64) {
 // add books vol (decided by now) and updates the rate.
 func (c *rareClock) add(now time.Time, vol float64) {
 	n := now.UnixNano() / int64(c.interval)
-	if c.from.IsZero() {
-		c.n, c.from = n, now
+	if !c.started {
+		c.started, c.partial, c.n, c.from = true, true, n, now
 	}
 	if n != c.n {
-		// Whole if it was measured from (near) its start and nothing was
-		// skipped since.
-		start := time.Unix(0, c.n*int64(c.interval))
-		if n == c.n+1 && c.from.Sub(start) < c.interval/10 {
+		if !c.partial {
 			c.rate, c.whole = c.vol/c.interval.Seconds(), true
 		}
+		c.partial = false
 		c.n, c.from, c.vol = n, now, 0
 	}
 	c.vol += vol

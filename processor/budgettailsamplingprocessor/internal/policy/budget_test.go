@@ -318,3 +318,25 @@ func TestWeightsFloorDoesNotBindWhenTheBaselineHasRoom(t *testing.T) {
 	assert.Equal(t, without.Baseline("a"), with.Baseline("a"))
 	assert.Equal(t, without.Baseline("b"), with.Baseline("b"))
 }
+
+// Rare's volume is measured per whole clock-aligned interval, whatever its
+// length against the adjust interval: the first, partial interval gives a
+// provisional rate; from the next on, each whole interval's volume over its
+// length. Rare traces come as a burst when an interval starts.
+func TestWeightsRareClockMeasuresWholeIntervals(t *testing.T) {
+	for _, interval := range []time.Duration{15 * time.Second, time.Minute} {
+		c := &rareClock{interval: interval}
+		at := time.Unix(1_700_000_007, 0) // mid-interval
+		burst := 30.0
+		for at.Before(time.Unix(1_700_000_007, 0).Add(5 * interval)) {
+			vol := 0.0
+			if at.UnixNano()%int64(interval) < int64(5*time.Second) {
+				vol = burst // the first adjustment of an interval drains its burst
+			}
+			c.add(at, vol)
+			at = at.Add(5 * time.Second)
+		}
+		require.True(t, c.whole, "%v: a whole interval was measured", interval)
+		assert.InDelta(t, burst/interval.Seconds(), c.rate, 1e-9, "%v: the burst over the interval", interval)
+	}
+}
