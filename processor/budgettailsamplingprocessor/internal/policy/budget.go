@@ -242,16 +242,17 @@ type estimator struct {
 // the end, and the next burst would be kept at the quiet end's probability.
 type rareClock struct {
 	interval time.Duration
-	n        int64     // the interval being measured
-	from     time.Time // when its measuring began
-	vol      float64   // its volume so far
+	n        int64   // the interval being measured
+	vol      float64 // its volume so far
 	// started: an interval is being measured; partial: it is the first,
 	// which began before the clock did (the estimator's start or reset).
 	// Each later one is measured from its first adjustment, whose drained
 	// volumes reach back to the one before: whole.
 	started, partial bool
-	// rate is the last whole interval's volume per second, or, until one
-	// was measured whole, the volume so far per second since from.
+	// rate is the last whole interval's volume per second; until one was
+	// measured, the volume so far over the interval's length (not over the
+	// time so far: the burst at its start would read as a rate many times
+	// the interval's, and thin rare traces to nothing).
 	rate  float64
 	whole bool
 }
@@ -267,18 +268,18 @@ func (e *estimator) addRare(now time.Time, vol float64) {
 func (c *rareClock) add(now time.Time, vol float64) {
 	n := now.UnixNano() / int64(c.interval)
 	if !c.started {
-		c.started, c.partial, c.n, c.from = true, true, n, now
+		c.started, c.partial, c.n = true, true, n
 	}
 	if n != c.n {
 		if !c.partial {
 			c.rate, c.whole = c.vol/c.interval.Seconds(), true
 		}
 		c.partial = false
-		c.n, c.from, c.vol = n, now, 0
+		c.n, c.vol = n, 0
 	}
 	c.vol += vol
 	if !c.whole {
-		c.rate = c.vol / max(now.Sub(c.from).Seconds(), 1)
+		c.rate = c.vol / c.interval.Seconds()
 	}
 }
 
