@@ -219,16 +219,16 @@ func (p *budgetTailSampler) maintainWAL() {
 }
 
 // closeWAL writes the last marks and closes the log; with every trace
-// decided and forwarded (lost: some were not), the segments go too.
+// decided and forwarded (lost: some were not), the segments go too, all of
+// them: what the log holds is not needed again.
 func (p *budgetTailSampler) closeWAL(lost bool) {
 	l := p.wal.log
 	_ = l.CommitPending()
+	finish := l.Close
 	if !lost {
-		if _, err := l.Retain(math.MaxInt64); err != nil {
-			p.logger.Warn("cannot delete a durable log segment", zap.Error(err))
-		}
+		finish = l.Discard
 	}
-	if err := l.Close(); err != nil {
+	if err := finish(); err != nil {
 		p.logger.Warn("cannot close the durable log", zap.Error(err))
 	}
 }

@@ -453,6 +453,27 @@ func (l *Log) Retain(oldest int64) (int, error) {
 	return len(gone), firstErr
 }
 
+// Discard closes the log and deletes every segment, the one being written
+// too: for a log none of whose fragments is needed again (every trace in
+// it decided and forwarded). Retain keeps the last segment, and its done
+// marks may be the ones a full disk refused: left, it would replay traces
+// already sent.
+func (l *Log) Discard() error {
+	err := l.Close()
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.mu.Lock()
+	segs := l.segs
+	l.segs, l.size = nil, 0
+	l.mu.Unlock()
+	for _, s := range segs {
+		if rerr := os.Remove(filepath.Join(l.dir, segmentName(s.seq))); rerr != nil && !os.IsNotExist(rerr) && err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
 // OldestSegmentArrival is the latest arrival in the oldest segment that is
 // not being written, and whether there is one: what the caller must decide
 // up to for Retain to delete it.

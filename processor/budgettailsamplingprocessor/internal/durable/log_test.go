@@ -134,6 +134,29 @@ func TestDurableRetainDeletesSegmentsBehindTheBuffer(t *testing.T) {
 	assert.Zero(t, l.Size())
 }
 
+// Retain keeps the segment being written, with fragments whose done marks
+// a full disk may have refused; Discard, for a log nothing of which is
+// needed again, leaves no file and nothing to replay.
+func TestDurableDiscardLeavesNothingToReplay(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Sync: SyncNone, SegmentBytes: 1 << 20})
+	require.NoError(t, err)
+	require.NoError(t, write(t, l, frag(1, 10, "a1")))
+	require.NoError(t, write(t, l, frag(2, 11, "b1")))
+	_, err = l.Retain(math.MaxInt64)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	got, _, l := replayAll(t, dir, Options{Sync: SyncNone})
+	require.Len(t, got, 2, "what Retain leaves replays (no marks were written)")
+
+	require.NoError(t, l.Discard())
+	files, _ := filepath.Glob(filepath.Join(dir, "wal-*.log"))
+	assert.Empty(t, files)
+	got, _, l = replayAll(t, dir, Options{Sync: SyncNone})
+	assert.Empty(t, got)
+	require.NoError(t, l.Close())
+}
+
 // Past MaxBytes a commit writes nothing and says so (its records are
 // dropped: the caller decides their traces at once); once segments are
 // deleted it writes again.
