@@ -103,10 +103,27 @@ type rendered struct {
 	pdbs       map[string]bool
 	services   []corev1.Service
 	configs    map[string]string // ConfigMap name → config.yaml
+	policy     string            // the samplers' policy.yaml
 	statefulSt *appsv1.StatefulSet
 	deployment *appsv1.Deployment
 	rule       *monitoringv1.PrometheusRule
 	dashboard  *corev1.ConfigMap
+}
+
+// policyMount is where the chart mounts the samplers' policy ConfigMap.
+const policyMount = "/etc/otelcol-cost/policy/policy.yaml"
+
+// withPolicyFile points a rendered sampler config at a copy of the
+// rendered policy file, as the pod's mount does.
+func (r rendered) withPolicyFile(t *testing.T, cfg string) string {
+	t.Helper()
+	if !strings.Contains(cfg, policyMount) {
+		return cfg
+	}
+	require.NotEmpty(t, r.policy, "the config reads a policy file the chart renders")
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(r.policy), 0o600))
+	return strings.ReplaceAll(cfg, policyMount, path)
 }
 
 // kubeVersion is the cluster version the chart is rendered for: helm
@@ -137,6 +154,10 @@ func renderChart(t *testing.T, args []string) rendered {
 			if dash, ok := cm.Data["otelcol-cost.json"]; ok {
 				r.dashboard = &cm
 				require.True(t, json.Valid([]byte(dash)), "the dashboard is JSON")
+				continue
+			}
+			if policy, ok := cm.Data["policy.yaml"]; ok {
+				r.policy = policy
 				continue
 			}
 			r.configs[cm.Name] = cm.Data["config.yaml"]
@@ -221,7 +242,7 @@ func TestChartRendersValidManifests(t *testing.T) {
 			// Every rendered collector config validates with the built binary.
 			for cmName, cfg := range r.configs {
 				path := filepath.Join(t.TempDir(), cmName+".yaml")
-				require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+				require.NoError(t, os.WriteFile(path, []byte(r.withPolicyFile(t, cfg)), 0o600))
 				// POD_IP comes from the downward API in the pod.
 				out, err := validate(t, []string{"POD_IP=10.1.2.3"}, path)
 				require.NoError(t, err, "%s:\n%s", cmName, out)
@@ -415,7 +436,7 @@ func TestChartAdaptsAndKeepsSecrets(t *testing.T) {
 		mounted = mounted || (m.Name == "backend-ca" && m.MountPath == "/etc/otelcol-cost/ca")
 	}
 	assert.True(t, mounted, "the CA is mounted")
-	assert.Len(t, spec.Volumes, 3, "config, the durable state, the extra CA")
+	assert.Len(t, spec.Volumes, 4, "config, the live policy, the durable state, the extra CA")
 	assert.Contains(t, r.configs["cost-otelcol-cost-gateway"], "max_connection_age: 5m", "gateway connections rebalance onto new pods")
 	assert.Contains(t, r.configs["cost-otelcol-cost-gateway"], "grpc_gzip:\n    level: 1", "the gzip level towards the samplers")
 	assert.Empty(t, r.pdbs, "one replica per tier: no PDB")
@@ -562,11 +583,68 @@ func TestChartMigrationGuideValues(t *testing.T) {
 	r := renderChart(t, []string{"-f", values, "--set", "backend.endpoint=tempo:4317"})
 	cfg, ok := r.configs["cost-otelcol-cost-sampler"]
 	require.True(t, ok, "the sampler's config")
-	for _, want := range []string{"max_traces: 200000", "name: no-health", "sampled_size: 500000", "spans_per_second: 4200"} {
+	for _, want := range []string{"max_traces: 200000", "name: no-health", "sampled_size: 500000"} {
 		assert.Contains(t, cfg, want)
 	}
+	assert.Contains(t, r.policy, "spans_per_second: 4200", "the budget, in the live policy")
 	path := filepath.Join(t.TempDir(), "sampler.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(r.withPolicyFile(t, cfg)), 0o600))
 	out, err := validate(t, []string{"POD_IP=10.1.2.3"}, path)
 	require.NoError(t, err, out)
+}
+
+// TestChartPolicyChangeRollsNoSampler: the budget's amount and shares are
+// in the policy ConfigMap, outside the samplers' pod template, so that
+// changing them updates the file the samplers re-read and restarts no pod;
+// the policy renders into a file the built binary accepts. With
+// policy.enabled false they are in the config, and a change rolls the
+// samplers.
+func TestChartPolicyChangeRollsNoSampler(t *testing.T) {
+	base := []string{"--set", "backend.endpoint=tempo:4317"}
+	before := renderChart(t, base)
+	after := renderChart(t, append(base, "--set", "budget.spansPerSecond=500", "--set-json", "budget.maxPriorityShare=0.6",
+		"--set-json", "sampler.baseline.minShare=0.1", "--set", "policy.version=halved"))
+	assert.Equal(t, before.statefulSt.Spec.Template, after.statefulSt.Spec.Template, "the pod template is unchanged: no rollout")
+	assert.Equal(t, before.configs, after.configs)
+	var pol struct {
+		Version string `json:"version"`
+		Budget  struct {
+			SpansPerSecond   float64 `json:"spans_per_second"`
+			MaxPriorityShare float64 `json:"max_priority_share"`
+		} `json:"budget"`
+		Baseline struct {
+			MinShare float64 `json:"min_share"`
+		} `json:"baseline"`
+	}
+	decodeStrict(t, []byte(after.policy), &pol)
+	assert.Equal(t, "halved", pol.Version)
+	assert.Equal(t, 500.0, pol.Budget.SpansPerSecond)
+	assert.Equal(t, 0.6, pol.Budget.MaxPriorityShare)
+	assert.Equal(t, 0.1, pol.Baseline.MinShare)
+	assert.NotEqual(t, before.policy, after.policy)
+	mounted := false
+	for _, m := range after.statefulSt.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if m.Name == "policy" {
+			mounted = true
+			assert.Equal(t, filepath.Dir(policyMount), m.MountPath)
+			assert.Empty(t, m.SubPath, "a subPath mount is never updated")
+		}
+	}
+	assert.True(t, mounted, "the policy ConfigMap is mounted")
+
+	// A money budget: the kind in the config, the amount in the file.
+	money := renderChart(t, append(base, "--set", "budget.spansPerSecond=0", "--set", "budget.monthlyCost=2500"))
+	assert.Contains(t, money.configs["cost-otelcol-cost-sampler"], "monthly_cost: 1")
+	assert.Contains(t, money.policy, "monthly_cost: 2500")
+	path := filepath.Join(t.TempDir(), "sampler.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(money.withPolicyFile(t, money.configs["cost-otelcol-cost-sampler"])), 0o600))
+	out, err := validate(t, []string{"POD_IP=10.1.2.3"}, path)
+	require.NoError(t, err, out)
+
+	off := append(base, "--set", "policy.enabled=false")
+	offBefore := renderChart(t, off)
+	offAfter := renderChart(t, append(off, "--set", "budget.spansPerSecond=500"))
+	assert.Empty(t, offAfter.policy, "no policy ConfigMap")
+	assert.Contains(t, offAfter.configs["cost-otelcol-cost-sampler"], "spans_per_second: 500")
+	assert.NotEqual(t, offBefore.statefulSt.Spec.Template.Annotations, offAfter.statefulSt.Spec.Template.Annotations, "the config changed: the samplers roll")
 }

@@ -7,14 +7,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/config/configcompression"
-	"go.opentelemetry.io/collector/config/configgrpc"
-	"go.opentelemetry.io/collector/config/configretry"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/livepolicy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rare"
@@ -87,7 +85,13 @@ type Config struct {
 	// Durable writes the buffer ahead to disk before acknowledging, and
 	// replays it on start (see durable.go).
 	Durable DurableConfig `mapstructure:"durable"`
+	// PolicyFile is the part of the policy that may change while the
+	// sampler runs (internal/livepolicy), read at start and re-read.
+	PolicyFile PolicyFileConfig `mapstructure:"policy_file"`
 }
+
+// PolicyFileConfig is policy_file (internal/livepolicy).
+type PolicyFileConfig = livepolicy.Config
 
 // DurableConfig is the buffer's write-ahead log (internal/durable).
 type DurableConfig = durable.Config
@@ -182,15 +186,7 @@ func createDefaultConfig() *Config {
 			SampledSize:    10 * defaultMaxTrace,
 			NotSampledSize: 10 * defaultMaxTrace,
 		},
-		Outliers: OutliersConfig{
-			Quantile:                 0.99,
-			MinObservations:          100,
-			FallbackLatencyThreshold: time.Second,
-			GroupBy:                  []string{"service.name", groupBySpanName},
-			MaxGroups:                1000,
-			Window:                   10 * time.Minute,
-			RelativeAccuracy:         0.01,
-		},
+		Outliers: outliers.DefaultConfig([]string{"service.name", groupBySpanName}),
 		Budget: BudgetConfig{
 			Pricing:              pricing.DefaultConfig(),
 			Instances:            1,
@@ -205,31 +201,10 @@ func createDefaultConfig() *Config {
 			MinShare: 0.2,
 		},
 		REDMetrics:   REDMetricsConfig{Enabled: true, MaxKeys: 1000},
-		Handoff:      defaultHandoffConfig(),
+		Handoff:      handoff.DefaultConfig(),
 		StressRelief: relief.DefaultConfig(),
 		Durable:      durable.DefaultConfig(),
-	}
-}
-
-func defaultHandoffConfig() HandoffConfig {
-	server := configgrpc.NewDefaultServerConfig()
-	server.NetAddr.Endpoint = "0.0.0.0:4320"
-	client := configgrpc.NewDefaultClientConfig()
-	client.TLS.Insecure = true
-	client.Compression = configcompression.TypeSnappy
-	retry := configretry.NewDefaultBackOffConfig()
-	retry.InitialInterval = 200 * time.Millisecond
-	retry.MaxInterval = time.Second
-	retry.MaxElapsedTime = 5 * time.Second
-	return HandoffConfig{
-		RingPort:        "4317",
-		Server:          server,
-		Client:          client,
-		Timeout:         5 * time.Second,
-		RetryOnFailure:  retry,
-		Window:          30 * time.Second,
-		QueueSize:       50_000,
-		ShutdownTimeout: 20 * time.Second,
+		PolicyFile:   livepolicy.DefaultConfig(),
 	}
 }
 
@@ -264,7 +239,6 @@ func (c *Config) Validate() error {
 	positive("decision_wait", c.DecisionWait)
 	positive("decision_wait_after_root", c.DecisionWaitAfterRoot)
 	positive("adjust_interval", c.AdjustInterval)
-	positive("outliers.window", c.Outliers.Window)
 	atLeast("max_traces", c.MaxTraces, 1)
 	if c.MaxBufferedBytes < 1 {
 		errs = append(errs, fmt.Errorf("max_buffered_bytes: must be ≥ 1, got %d", c.MaxBufferedBytes))
@@ -304,28 +278,12 @@ func (c *Config) Validate() error {
 	if !(c.Smoothing > 0 && c.Smoothing <= 1) {
 		errs = append(errs, fmt.Errorf("smoothing: must be in (0, 1], got %v", c.Smoothing))
 	}
-	o := c.Outliers
-	if !(o.Quantile > 0 && o.Quantile < 1) {
-		errs = append(errs, fmt.Errorf("outliers.quantile: must be in (0, 1), got %v", o.Quantile))
-	}
-	atLeast("outliers.min_observations", o.MinObservations, 1)
-	positive("outliers.fallback_latency_threshold", o.FallbackLatencyThreshold)
-	atLeast("outliers.max_groups", o.MaxGroups, 1)
-	if len(o.GroupBy) == 0 {
-		errs = append(errs, errors.New("outliers.group_by: at least one key is required"))
-	}
-	for i, k := range o.GroupBy {
-		if k == "" {
-			errs = append(errs, fmt.Errorf("outliers.group_by[%d]: key must not be empty", i))
-		}
-	}
-	if !(o.RelativeAccuracy > 0 && o.RelativeAccuracy < 0.5) {
-		errs = append(errs, fmt.Errorf("outliers.relative_accuracy: must be in (0, 0.5), got %v", o.RelativeAccuracy))
-	}
+	errs = append(errs, c.Outliers.Check()...)
 	errs = append(errs, c.Budget.Check()...)
 	errs = append(errs, c.Handoff.Check(c.Budget.PeersDNS)...)
 	errs = append(errs, c.StressRelief.Check()...)
 	errs = append(errs, c.Durable.Check()...)
+	errs = append(errs, c.PolicyFile.Check()...)
 	if _, err := rules.Compile(c.Rules, component.TelemetrySettings{Logger: zap.NewNop()}); err != nil {
 		errs = append(errs, err)
 	}

@@ -97,7 +97,12 @@ func TestValidateNamesTheField(t *testing.T) {
 			c.Budget.PeersDNS = "x"
 			c.Budget.PeersRefreshInterval = 0
 		},
-		"num_shards": func(c *Config) { c.NumShards = -1 },
+		"num_shards":      func(c *Config) { c.NumShards = -1 },
+		"outliers.window": func(c *Config) { c.Outliers.Window = 0 },
+		"policy_file.check_interval": func(c *Config) {
+			c.PolicyFile.Path = "policy.yaml"
+			c.PolicyFile.CheckInterval = 0
+		},
 		"handoff.enabled: needs budget.peers_dns": func(c *Config) {
 			c.Handoff.Enabled, c.Handoff.SelfAddress = true, "10.0.0.1"
 		},

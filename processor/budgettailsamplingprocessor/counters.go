@@ -167,6 +167,16 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 		o.ObserveFloat64(t.ServiceBaseline, pr.P, metric.WithAttributeSet(attribute.NewSet(attribute.String("service_name", svc))))
 	})
 	o.ObserveInt64(t.Peers, p.adj.Peers())
+	o.ObserveFloat64(t.Budget, p.adj.Budget())
+	version := "config"
+	if p.live != nil {
+		version = p.live.Version()
+		o.ObserveInt64(t.PolicyRejected, map[bool]int64{false: 0, true: 1}[p.live.Rejected()])
+		applied, rejected := p.live.Reloads()
+		o.ObserveInt64(t.PolicyReloads, applied, metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "applied"))))
+		o.ObserveInt64(t.PolicyReloads, rejected, metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "rejected"))))
+	}
+	o.ObserveInt64(t.PolicyVersion, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String("version", version))))
 	folds := c.keyFolds
 	if p.red != nil {
 		folds += p.red.Folded()

@@ -32,6 +32,7 @@ var layers = map[string][]string{
 	"internal/tracebuf":     {"internal/traceinfo", "internal/spanmem"},
 	"internal/split":        {"internal/traceinfo", "internal/names", "internal/rules", "/internal/otlpwire", "/internal/otep235"},
 	"internal/policy":       {"internal/traceinfo", "internal/rules", "/internal/pricing"},
+	"internal/livepolicy":   {"internal/policy"},
 	"internal/forward":      {"internal/spanmem", "/internal/otlpwire", "/internal/otep235", "/internal/spanwalk"},
 	"internal/handoff":      {"internal/metadata", "internal/traceinfo", "/internal/ring"},
 	"internal/relief":       {"internal/traceinfo"},

@@ -21,6 +21,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/livepolicy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/names"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
@@ -72,6 +73,8 @@ type budgetTailSampler struct {
 	handoff *handoff.Handoff
 	// wal is nil unless durable.enabled.
 	wal *walState
+	// live is nil without policy_file.
+	live *livepolicy.Watcher
 
 	relief *relief.Controller
 	// recallPaused: the heap is past relief's activation level, and
@@ -160,6 +163,14 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	p.adj = policy.NewAdjuster(policy.Settings{Budget: cfg.Budget, AdjustInterval: cfg.AdjustInterval,
 		Smoothing: cfg.Smoothing, MaxKeys: p.maxKeys, MinBaselineShare: cfg.Baseline.MinShare, RareInterval: cfg.Rare.Interval}, rs, p.drain)
 	p.fwd = p.newForwarder(next)
+	if cfg.PolicyFile.Path != "" {
+		p.live = livepolicy.New(cfg.PolicyFile, livepolicy.Base{Budget: cfg.Budget, MinShare: cfg.Baseline.MinShare})
+		pol, err := p.live.Load()
+		if err != nil {
+			return nil, err
+		}
+		p.adj.Retune(pol.Retune)
+	}
 	per := func(total int) int { return max(1, (total+n-1)/n) }
 	for range n {
 		p.shards = append(p.shards, &shard{
@@ -250,6 +261,9 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 		p.goEvery(reliefLevelInterval, p.updateRelief)
 		p.goEvery(reliefMeasureInterval, p.measureRelief)
 	}
+	if p.live != nil {
+		p.goEvery(p.cfg.PolicyFile.CheckInterval, p.checkPolicy)
+	}
 	if p.cfg.Budget.PeersDNS != "" {
 		p.refreshPeers()
 		p.goEvery(p.cfg.Budget.PeersRefreshInterval, p.refreshPeers)
@@ -269,6 +283,20 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 		}
 	}
 	return nil
+}
+
+// checkPolicy applies the policy file when it changed: from the next tick,
+// with the rates, the buffer and the caches kept, so that no trace is split.
+// A file that cannot be applied leaves the running policy.
+func (p *budgetTailSampler) checkPolicy() {
+	switch pol, changed, err := p.live.Check(); {
+	case err != nil:
+		p.logger.Error("policy file rejected: the running policy stays", zap.String("running_version", p.live.Version()), zap.Error(err))
+	case changed:
+		p.adj.Retune(pol.Retune)
+		p.logger.Info("policy file applied", zap.String("version", pol.Version), zap.Float64("budget_per_second", pol.Retune.PerSecond),
+			zap.Float64("max_priority_share", pol.Retune.MaxPriorityShare), zap.Float64("min_share", pol.Retune.MinBaselineShare))
+	}
 }
 
 // tickInterval is how often expired traces are looked for: a tenth of the

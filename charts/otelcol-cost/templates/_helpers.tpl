@@ -233,6 +233,10 @@ deep-merged with the tier's `config` value.
     {{- if .state }}
     - {name: state, mountPath: /var/lib/otelcol-cost}
     {{- end }}
+    {{- if .policy }}
+    # A directory, not a subPath: the kubelet updates it in place.
+    - {name: policy, mountPath: /etc/otelcol-cost/policy, readOnly: true}
+    {{- end }}
     {{- with .tier.extraVolumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -263,4 +267,15 @@ period after the preStop sleep, less 10 s for deciding what is left. */}}
 {{- if .Values.sampler.handoff.enabled -}}{{- $grace = add $grace .Values.sampler.handoff.preStopSeconds -}}{{- end -}}
 {{- end -}}
 {{- $grace -}}
+{{- end -}}
+
+{{/* The budget's kind: the first of the three set above zero. */}}
+{{- define "otelcol-cost.budgetKind" -}}
+{{- if gt (float64 .Values.budget.spansPerSecond) 0.0 -}}
+spans_per_second
+{{- else if gt (float64 .Values.budget.bytesPerSecond) 0.0 -}}
+bytes_per_second
+{{- else -}}
+monthly_cost
+{{- end -}}
 {{- end -}}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configcompression"
 	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/configretry"
 )
@@ -45,6 +46,30 @@ type Config struct {
 	// ShutdownTimeout bounds the handoff of the buffer at shutdown; what is
 	// left is decided here.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+}
+
+// DefaultConfig listens on 4320 for peers and sends to them with snappy,
+// retrying for up to 5 s.
+func DefaultConfig() Config {
+	server := configgrpc.NewDefaultServerConfig()
+	server.NetAddr.Endpoint = "0.0.0.0:4320"
+	client := configgrpc.NewDefaultClientConfig()
+	client.TLS.Insecure = true
+	client.Compression = configcompression.TypeSnappy
+	retry := configretry.NewDefaultBackOffConfig()
+	retry.InitialInterval = 200 * time.Millisecond
+	retry.MaxInterval = time.Second
+	retry.MaxElapsedTime = 5 * time.Second
+	return Config{
+		RingPort:        "4317",
+		Server:          server,
+		Client:          client,
+		Timeout:         5 * time.Second,
+		RetryOnFailure:  retry,
+		Window:          30 * time.Second,
+		QueueSize:       50_000,
+		ShutdownTimeout: 20 * time.Second,
+	}
 }
 
 // Check reports every invalid field, named under handoff; peersDNS is

@@ -30,6 +30,7 @@ type TelemetryBuilder struct {
 	registrations                                             []metric.Registration
 	ProcessorBudgetTailSamplingBaselineKeyFolds               metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingBaselineProbability            metric.Float64ObservableGauge
+	ProcessorBudgetTailSamplingBudget                         metric.Float64ObservableGauge
 	ProcessorBudgetTailSamplingBudgetUtilization              metric.Float64ObservableGauge
 	ProcessorBudgetTailSamplingBufferedBytes                  metric.Int64ObservableGauge
 	ProcessorBudgetTailSamplingBufferedSpans                  metric.Int64ObservableGauge
@@ -54,6 +55,9 @@ type TelemetryBuilder struct {
 	ProcessorBudgetTailSamplingInvalidSpans                   metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingLateSpans                      metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingPeers                          metric.Int64ObservableGauge
+	ProcessorBudgetTailSamplingPolicyFileRejected             metric.Int64ObservableGauge
+	ProcessorBudgetTailSamplingPolicyReloads                  metric.Int64ObservableCounter
+	ProcessorBudgetTailSamplingPolicyVersion                  metric.Int64ObservableGauge
 	ProcessorBudgetTailSamplingPriorityOverflow               metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingRareCoverage                   metric.Float64ObservableGauge
 	ProcessorBudgetTailSamplingRareProbability                metric.Float64ObservableGauge
@@ -113,6 +117,21 @@ func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingBaselineProb
 		cb(ctx, &observerFloat64{inst: builder.ProcessorBudgetTailSamplingBaselineProbability, obs: o})
 		return nil
 	}, builder.ProcessorBudgetTailSamplingBaselineProbability)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorBudgetTailSamplingBudgetCallback sets callback for observable ProcessorBudgetTailSamplingBudget metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingBudgetCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ProcessorBudgetTailSamplingBudget, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingBudget)
 	if err != nil {
 		return err
 	}
@@ -443,6 +462,51 @@ func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPeersCallbac
 		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingPeers, obs: o})
 		return nil
 	}, builder.ProcessorBudgetTailSamplingPeers)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorBudgetTailSamplingPolicyFileRejectedCallback sets callback for observable ProcessorBudgetTailSamplingPolicyFileRejected metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPolicyFileRejectedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingPolicyFileRejected, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingPolicyFileRejected)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorBudgetTailSamplingPolicyReloadsCallback sets callback for observable ProcessorBudgetTailSamplingPolicyReloads metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPolicyReloadsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingPolicyReloads, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingPolicyReloads)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorBudgetTailSamplingPolicyVersionCallback sets callback for observable ProcessorBudgetTailSamplingPolicyVersion metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPolicyVersionCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingPolicyVersion, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingPolicyVersion)
 	if err != nil {
 		return err
 	}
@@ -817,6 +881,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("1"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingBudget, err = builder.meter.Float64ObservableGauge(
+		"otelcol_processor_budget_tail_sampling_budget",
+		metric.WithDescription("The whole tier's budget the sampler runs, per second in its unit (spans, bytes, or money a second), as the policy file last set it. [Alpha]"),
+		metric.WithUnit("{unit}/s"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorBudgetTailSamplingBudgetUtilization, err = builder.meter.Float64ObservableGauge(
 		"otelcol_processor_budget_tail_sampling_budget_utilization",
 		metric.WithDescription("Kept volume over this instance's share of the budget, over the last adjust interval. [Alpha]"),
@@ -961,6 +1031,24 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_budget_tail_sampling_peers",
 		metric.WithDescription("Sampler instances the budget is divided among. [Alpha]"),
 		metric.WithUnit("{instance}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingPolicyFileRejected, err = builder.meter.Int64ObservableGauge(
+		"otelcol_processor_budget_tail_sampling_policy_file_rejected",
+		metric.WithDescription("1 while the policy file's current content cannot be applied (invalid, or unreadable) and the sampler keeps the policy it runs; 0 otherwise. [Alpha]"),
+		metric.WithUnit(""),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingPolicyReloads, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_budget_tail_sampling_policy_reloads",
+		metric.WithDescription("Changes of the policy file's content read, by outcome (applied, or rejected: the running policy stays). [Alpha]"),
+		metric.WithUnit("{reload}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingPolicyVersion, err = builder.meter.Int64ObservableGauge(
+		"otelcol_processor_budget_tail_sampling_policy_version",
+		metric.WithDescription("1, labelled with the version of the policy the sampler runs (the file's version, else its content's hash; config without policy_file). [Alpha]"),
+		metric.WithUnit(""),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorBudgetTailSamplingPriorityOverflow, err = builder.meter.Int64ObservableCounter(

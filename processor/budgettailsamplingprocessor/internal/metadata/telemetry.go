@@ -62,6 +62,10 @@ const (
 	MetricRepresented       = prefix + "represented"
 	MetricRareCoverage      = prefix + "rare_coverage"
 	MetricRareProbability   = prefix + "rare_probability"
+	MetricBudget            = prefix + "budget"
+	MetricPolicyVersion     = prefix + "policy_version"
+	MetricPolicyReloads     = prefix + "policy_reloads"
+	MetricPolicyRejected    = prefix + "policy_file_rejected"
 )
 
 // Telemetry holds the processor's instruments. Counters are observable: the
@@ -126,6 +130,12 @@ type Telemetry struct {
 	Represented  metric.Float64ObservableGauge
 	RareCoverage metric.Float64ObservableGauge
 	RareProb     metric.Float64ObservableGauge
+	// Budget, PolicyVersion, PolicyReloads and PolicyRejected say which
+	// policy runs (policy_file).
+	Budget         metric.Float64ObservableGauge
+	PolicyVersion  metric.Int64ObservableGauge
+	PolicyReloads  metric.Int64ObservableCounter
+	PolicyRejected metric.Int64ObservableGauge
 }
 
 // Observables lists the instruments the processor's callback observes.
@@ -137,7 +147,7 @@ func (t *Telemetry) Observables() []metric.Observable {
 		t.ReliefActive, t.ReliefLevel, t.ReliefSpans, t.ReliefActivations, t.ReliefProb,
 		t.ReliefRecalled, t.ReliefShed, t.ReliefRecallEvicted, t.ReliefRecallBytes, t.KeyFolds,
 		t.DurableBytes, t.DurableReplayed, t.DurableCorrupt, t.DurableFailures, t.DurableSegments, t.DurableTraces, t.DurableSkipped,
-		t.Represented, t.RareCoverage, t.RareProb}
+		t.Represented, t.RareCoverage, t.RareProb, t.Budget, t.PolicyVersion, t.PolicyReloads, t.PolicyRejected}
 }
 
 // NewTelemetry creates the instruments (generated from metadata.yaml) on
@@ -152,6 +162,10 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 		KeyFolds:            tb.ProcessorBudgetTailSamplingBaselineKeyFolds,
 		BaselineProb:        tb.ProcessorBudgetTailSamplingBaselineProbability,
 		BudgetUtilization:   tb.ProcessorBudgetTailSamplingBudgetUtilization,
+		Budget:              tb.ProcessorBudgetTailSamplingBudget,
+		PolicyVersion:       tb.ProcessorBudgetTailSamplingPolicyVersion,
+		PolicyReloads:       tb.ProcessorBudgetTailSamplingPolicyReloads,
+		PolicyRejected:      tb.ProcessorBudgetTailSamplingPolicyFileRejected,
 		BufferedBytes:       tb.ProcessorBudgetTailSamplingBufferedBytes,
 		BufferedSpans:       tb.ProcessorBudgetTailSamplingBufferedSpans,
 		BufferedTraces:      tb.ProcessorBudgetTailSamplingBufferedTraces,

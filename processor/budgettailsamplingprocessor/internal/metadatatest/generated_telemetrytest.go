@@ -51,6 +51,20 @@ func AssertEqualProcessorBudgetTailSamplingBaselineProbability(t *testing.T, tt 
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorBudgetTailSamplingBudget(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_budget",
+		Description: "The whole tier's budget the sampler runs, per second in its unit (spans, bytes, or money a second), as the policy file last set it. [Alpha]",
+		Unit:        "{unit}/s",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_budget")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorBudgetTailSamplingBudgetUtilization(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_budget_tail_sampling_budget_utilization",
@@ -413,6 +427,50 @@ func AssertEqualProcessorBudgetTailSamplingPeers(t *testing.T, tt *componenttest
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_peers")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorBudgetTailSamplingPolicyFileRejected(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_policy_file_rejected",
+		Description: "1 while the policy file's current content cannot be applied (invalid, or unreadable) and the sampler keeps the policy it runs; 0 otherwise. [Alpha]",
+		Unit:        "",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_policy_file_rejected")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorBudgetTailSamplingPolicyReloads(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_policy_reloads",
+		Description: "Changes of the policy file's content read, by outcome (applied, or rejected: the running policy stays). [Alpha]",
+		Unit:        "{reload}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_policy_reloads")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorBudgetTailSamplingPolicyVersion(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_policy_version",
+		Description: "1, labelled with the version of the policy the sampler runs (the file's version, else its content's hash; config without policy_file). [Alpha]",
+		Unit:        "",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_policy_version")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

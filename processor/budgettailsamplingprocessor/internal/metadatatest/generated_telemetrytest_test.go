@@ -28,6 +28,10 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	require.NoError(t, tb.RegisterProcessorBudgetTailSamplingBudgetCallback(func(_ context.Context, observer metric.Float64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	require.NoError(t, tb.RegisterProcessorBudgetTailSamplingBudgetUtilizationCallback(func(_ context.Context, observer metric.Float64Observer) error {
 		observer.Observe(1)
 		return nil
@@ -113,6 +117,18 @@ func TestSetupTelemetry(t *testing.T) {
 		return nil
 	}))
 	require.NoError(t, tb.RegisterProcessorBudgetTailSamplingPeersCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterProcessorBudgetTailSamplingPolicyFileRejectedCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterProcessorBudgetTailSamplingPolicyReloadsCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterProcessorBudgetTailSamplingPolicyVersionCallback(func(_ context.Context, observer metric.Int64Observer) error {
 		observer.Observe(1)
 		return nil
 	}))
@@ -212,6 +228,9 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualProcessorBudgetTailSamplingBaselineProbability(t, testTel,
 		[]metricdata.DataPoint[float64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorBudgetTailSamplingBudget(t, testTel,
+		[]metricdata.DataPoint[float64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorBudgetTailSamplingBudgetUtilization(t, testTel,
 		[]metricdata.DataPoint[float64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -282,6 +301,15 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorBudgetTailSamplingPeers(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorBudgetTailSamplingPolicyFileRejected(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorBudgetTailSamplingPolicyReloads(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorBudgetTailSamplingPolicyVersion(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorBudgetTailSamplingPriorityOverflow(t, testTel,

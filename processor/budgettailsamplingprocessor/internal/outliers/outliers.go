@@ -39,21 +39,6 @@ const (
 	slowModeFactor       = 4.0
 )
 
-// Config is the outliers option block of budget_tail_sampling.
-type Config struct {
-	Quantile                 float64       `mapstructure:"quantile"`
-	MinObservations          int           `mapstructure:"min_observations"`
-	FallbackLatencyThreshold time.Duration `mapstructure:"fallback_latency_threshold"`
-	// GroupBy are attribute keys of the root span (resource, then span); the
-	// pseudo-key "span.name" is the root span's name. Read by whoever builds
-	// the group keys, not here.
-	GroupBy   []string      `mapstructure:"group_by"`
-	MaxGroups int           `mapstructure:"max_groups"`
-	Window    time.Duration `mapstructure:"window"`
-	// RelativeAccuracy of the quantile sketch.
-	RelativeAccuracy float64 `mapstructure:"relative_accuracy"`
-}
-
 // Groups learns trace durations per group with DDSketch (mergeable,
 // bounded relative error, bounded bins). Each group keeps two sketches,
 // swapped every half window, so the rule follows drift: it always reflects

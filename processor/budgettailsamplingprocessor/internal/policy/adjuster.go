@@ -45,7 +45,40 @@ type Adjuster struct {
 	// priming is read on the hot path; prime is the adjusting goroutine's.
 	priming atomic.Bool
 	prime   primeState
+	// perSecond is the tier's budget (float64 bits), which Retune changes;
+	// retune is a change the next Tick applies.
+	perSecond atomic.Uint64
+	retune    atomic.Pointer[Retune]
 }
+
+// Retune is what a running sampler's policy may change to, in the budget's
+// unit: the rates learned, the correction and the priming stay.
+type Retune struct {
+	// PerSecond is the whole tier's budget per second.
+	PerSecond        float64
+	MaxPriorityShare float64
+	MinBaselineShare float64
+}
+
+// Retune changes the budget and the shares at the next Tick, which plans
+// the policy again from the rates learned: no interval is lost.
+func (a *Adjuster) Retune(r Retune) { a.retune.Store(&r) }
+
+// applyRetune runs on the adjusting goroutine.
+func (a *Adjuster) applyRetune() {
+	r := a.retune.Swap(nil)
+	if r == nil {
+		return
+	}
+	a.perSecond.Store(math.Float64bits(r.PerSecond))
+	a.est.maxShare, a.est.minShare = r.MaxPriorityShare, r.MinBaselineShare
+	if !a.priming.Load() && !a.pinned.Load() && a.est.primed {
+		a.policy.Store(a.est.plan(a.Share()))
+	}
+}
+
+// Budget is the whole tier's budget in its unit per second, as retuned.
+func (a *Adjuster) Budget() float64 { return math.Float64frombits(a.perSecond.Load()) }
 
 // NewAdjuster starts with the keep-everything policy and the budget's
 // static instances as peers.
@@ -53,6 +86,7 @@ func NewAdjuster(s Settings, rs *rules.Set, drain Drain) *Adjuster {
 	u := NewUnit(s.Budget)
 	a := &Adjuster{s: s, unit: u, rules: rs, drain: drain, est: newEstimator(s, rs), egress: newEgressMeter(u)}
 	a.peers.Store(int64(s.Budget.Instances))
+	a.perSecond.Store(math.Float64bits(u.perSecond))
 	a.policy.Store(KeepAll(rs.Len()))
 	return a
 }
@@ -131,6 +165,7 @@ func (a *Adjuster) TickInterval() time.Duration { return min(time.Second, a.s.Ad
 // Tick runs every TickInterval: it primes, or adjusts when an interval is
 // due.
 func (a *Adjuster) Tick(now time.Time) {
+	a.applyRetune()
 	if a.priming.Load() || now.Sub(a.lastAdj) >= a.s.AdjustInterval-a.TickInterval()/2 {
 		a.Adjust(now)
 	}
@@ -239,7 +274,7 @@ func (ps *primeState) intakeRate(now time.Time) float64 {
 
 // Share is this instance's part of the tier's budget, in units per second.
 func (a *Adjuster) Share() float64 {
-	return a.unit.perSecond / float64(max(1, a.peers.Load()))
+	return a.Budget() / float64(max(1, a.peers.Load()))
 }
 
 // EgressMeter compares what kept traces weigh as they leave with what

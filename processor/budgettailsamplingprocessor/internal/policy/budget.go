@@ -90,6 +90,13 @@ func NewUnit(b BudgetConfig) Unit {
 	}
 }
 
+// SameKind is whether o counts what u counts (spans, bytes, or money at
+// the same prices), so that only the amount differs.
+func (u Unit) SameKind(o Unit) bool { return u.perSpan == o.perSpan && u.perByte == o.perByte }
+
+// PerSecond is the tier's budget in the unit per second.
+func (u Unit) PerSecond() float64 { return u.perSecond }
+
 // Volume is spans and bytes in the budget's unit.
 func (u Unit) Volume(spans int, bytes int64) float64 {
 	return float64(spans)*u.perSpan + float64(bytes)*u.perByte
@@ -336,7 +343,14 @@ func (e *estimator) slowEWMA(old, cur float64) float64 {
 
 // update folds one interval's volumes (over secs seconds) into the rates
 // and returns the policy for a per-instance budget of share units/s.
+// update learns the interval's volumes and plans the policy.
 func (e *estimator) update(v Volumes, secs, share float64) *Policy {
+	e.observe(v, secs, share)
+	return e.plan(share)
+}
+
+// observe folds an interval's volumes (over secs) into the rates.
+func (e *estimator) observe(v Volumes, secs, share float64) {
 	for svc, old := range e.baseline {
 		if _, ok := v.baseline[svc]; !ok {
 			e.baseline[svc] = e.ewma(old, 0)
@@ -375,7 +389,10 @@ func (e *estimator) update(v Volumes, secs, share float64) *Policy {
 		e.correction = min(max(e.correction*step, 0.7), 1.3)
 	}
 	e.primed = true
+}
 
+// plan is the policy the rates learned give for share (units per second).
+func (e *estimator) plan(share float64) *Policy {
 	pol := &Policy{services: make(map[string]probability, len(e.baseline)), full: len(e.baseline) >= e.maxKeys}
 	if share > 0 {
 		pol.utilization = e.kept / share

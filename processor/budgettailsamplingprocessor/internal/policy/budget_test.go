@@ -352,3 +352,38 @@ func TestWeightsRareClockFirstBurstIsNotARate(t *testing.T) {
 	assert.InDelta(t, 40.0/60, c.rate, 1e-9)
 	assert.False(t, c.whole)
 }
+
+// A retune (a new budget from the policy file) applies at the next tick,
+// planned from the rates already learned: no priming again, no interval
+// without a policy, and the probabilities follow the new budget at once.
+func TestReloadRetuneKeepsTheRatesAndAppliesAtOnce(t *testing.T) {
+	drain := func() (Volumes, float64, int64) {
+		v := NewVolumes(0)
+		v.baseline["a"] = 5000 // a second of it: one tick
+		return v, 5000, 100
+	}
+	a := NewAdjuster(settings(1000), noRules(t), drain)
+	start := time.Unix(1_000_000, 0)
+	a.Start(start)
+	now := start
+	for i := 0; i < 20 && (a.Priming() || i < 12); i++ {
+		now = now.Add(time.Second)
+		a.Tick(now)
+	}
+	require.False(t, a.Priming(), "primed")
+	before := a.Policy().MeanProb()
+	require.InDelta(t, 0.2, before, 0.03, "1,000 of 5,000 spans/s")
+
+	a.Retune(Retune{PerSecond: 500, MaxPriorityShare: 0.8})
+	now = now.Add(time.Second) // mid-interval: no adjustment due
+	a.Tick(now)
+	assert.False(t, a.Priming(), "the rates are kept")
+	assert.Equal(t, 500.0, a.Budget())
+	assert.InDelta(t, before/2, a.Policy().MeanProb(), 0.01, "the baseline follows the halved budget at the next tick")
+	// And the adjustments that follow keep planning for the new budget.
+	for range 10 {
+		now = now.Add(time.Second)
+		a.Tick(now)
+	}
+	assert.InDelta(t, before/2, a.Policy().MeanProb(), 0.02)
+}

@@ -1,0 +1,196 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
+)
+
+// writePolicy replaces the policy file as the kubelet updates a mounted
+// ConfigMap: a new file renamed over the old, never a half-written one.
+func writePolicy(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".new"
+	require.NoError(t, os.WriteFile(tmp, []byte(content), 0o600))
+	require.NoError(t, os.Rename(tmp, path))
+}
+
+// everySampler reports whether cond holds for every sampler's metrics.
+func everySampler(tr *tier, cond func(c *collector) bool) bool {
+	for _, s := range tr.samplers {
+		if !cond(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestE2EPolicyReload: three samplers read one policy file (the chart's
+// ConfigMap). While traffic flows the tier's budget is halved in it: every
+// sampler runs the new version within its check_interval, without a
+// restart; no trace is split or cut, every error and slow trace is kept,
+// and from one decision wait after the change the kept volume is the new
+// budget within ±10%. Then the file is broken: each sampler rejects it,
+// says so in policy_file_rejected, and keeps the halved budget.
+func TestE2EPolicyReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	const budget, halved = 1350.0, 675.0
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	writePolicy(t, policy, fmt.Sprintf("version: v1\nbudget:\n  spans_per_second: %v\n", budget))
+	tr := startTier(t, tierOptions{samplers: 3, budget: budget, samplerEnv: map[string]string{
+		"DECISION_WAIT_AFTER_ROOT": "2s",
+		"ADJUST_INTERVAL":          "3s",
+		"POLICY_FILE":              policy,
+		"POLICY_CHECK_INTERVAL":    "1s",
+	}})
+	runs := func(version string) func(c *collector) bool {
+		return func(c *collector) bool {
+			_, ok := metricValue(c.metrics(), "otelcol_processor_budget_tail_sampling_policy_version", map[string]string{"version": version})
+			return ok
+		}
+	}
+	require.True(t, everySampler(tr, runs("v1")), "the file's version at start")
+
+	lg := newLoadGen(t, tr.gateway, 300, 1)
+	start := time.Now()
+	done := lg.start(60 * time.Second)
+	time.Sleep(25 * time.Second)
+	changed := time.Now()
+	writePolicy(t, policy, fmt.Sprintf("version: v2\nbudget:\n  spans_per_second: %v\n", halved))
+	eventually(t, 5*time.Second, func() bool { return everySampler(tr, runs("v2")) }, "every sampler runs v2 within check_interval")
+	applied := time.Since(changed)
+
+	time.Sleep(10 * time.Second)
+	writePolicy(t, policy, "version: v3\nbudget:\n  spans_per_second: -1\n")
+	eventually(t, 5*time.Second, func() bool {
+		return everySampler(tr, func(c *collector) bool {
+			v, _ := metricValue(c.metrics(), "otelcol_processor_budget_tail_sampling_policy_file_rejected", nil)
+			return v == 1
+		})
+	}, "every sampler rejects the broken file")
+	<-done
+	end := time.Now()
+	waitQuiet(t, tr.sinks, 3*time.Second)
+
+	for _, s := range tr.samplers {
+		f := s.metrics()
+		_, ok := metricValue(f, "otelcol_processor_budget_tail_sampling_policy_version", map[string]string{"version": "v2"})
+		assert.True(t, ok, "the running policy stays v2")
+		b, _ := metricValue(f, "otelcol_processor_budget_tail_sampling_budget_per_second", nil)
+		assert.Equal(t, halved, b, "and its budget")
+		rejected, _ := metricValue(f, "otelcol_processor_budget_tail_sampling_policy_reloads_total", map[string]string{"outcome": "rejected"})
+		assert.Equal(t, 1.0, rejected)
+		assert.Contains(t, s.out.String(), "budget.spans_per_second", "the log names the field")
+	}
+
+	o := collectOutcome(lg, tr.sinks)
+	assert.Zero(t, lg.lost, "every request accepted")
+	assert.Zero(t, o.split, "no trace kept by two samplers")
+	assert.Empty(t, o.incomplete, "every kept trace complete")
+	missing := 0
+	for id, st := range lg.traces {
+		if (st.Error || st.Slow) && !o.keptTraces[id] {
+			missing++
+		}
+	}
+	assert.Zero(t, missing, "every error and slow trace kept")
+
+	rate := func(from, to time.Time) float64 {
+		n := 0
+		for _, s := range tr.sinks {
+			n += s.spansBetween(from, to)
+		}
+		return float64(n) / to.Sub(from).Seconds()
+	}
+	before := rate(start.Add(12*time.Second), changed)
+	// From one decision wait (4 s) after the change, what is kept was
+	// decided under the new budget.
+	after := rate(changed.Add(applied+4*time.Second), end)
+	beforeErr, afterErr := before/budget-1, after/halved-1
+	t.Logf("kept %.0f spans/s before (budget %.0f), %.0f after (budget %.0f); applied on every sampler %v after the write",
+		before, budget, after, halved, applied.Round(10*time.Millisecond))
+	assert.InDelta(t, 0, beforeErr, 0.10, "before the change")
+	assert.InDelta(t, 0, afterErr, 0.10, "after: the kept volume follows the halved budget")
+	reportRow("policy reload", o.sent, o.kept, lg.lost, o.split, fmt.Sprintf("%+.1f%% → %+.1f%%", 100*beforeErr, 100*afterErr))
+}
+
+// TestE2EPolicyReloadThroughSIGHUP: the same halving done the collector's
+// way, in the samplers' configuration and SIGHUP, for the record: the
+// pipeline is rebuilt, so Shutdown decides every buffered trace at once and
+// their later spans reach a processor that never saw them. The kept volume
+// follows the new budget too; what the reload costs is counted (kept
+// traces cut in two decisions, the other part dropped) and reported.
+func TestE2EPolicyReloadThroughSIGHUP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	const budget, halved = 1350.0, 675.0
+	overlay := filepath.Join(t.TempDir(), "budget.yaml")
+	writeBudget := func(v float64) {
+		writePolicy(t, overlay, fmt.Sprintf("processors:\n  budget_tail_sampling:\n    budget:\n      spans_per_second: %v\n", v))
+	}
+	writeBudget(budget)
+	tr := startTier(t, tierOptions{samplers: 3, budget: budget, samplerConfig: []string{configPath("sampler.yaml"), overlay},
+		samplerEnv: map[string]string{"DECISION_WAIT_AFTER_ROOT": "2s", "ADJUST_INTERVAL": "3s"}})
+	lg := newLoadGen(t, tr.gateway, 300, 1)
+	start := time.Now()
+	done := lg.start(60 * time.Second)
+	time.Sleep(25 * time.Second)
+	changed := time.Now()
+	writeBudget(halved)
+	for _, s := range tr.samplers {
+		require.NoError(t, s.cmd.Process.Signal(syscall.SIGHUP))
+		require.NoError(t, waitGone("http://"+s.Health+"/", 10*time.Second))
+		require.NoError(t, procwatch.WaitReady("http://"+s.Health+"/", s.done, 30*time.Second))
+	}
+	reloaded := time.Since(changed)
+	<-done
+	end := time.Now()
+	waitQuiet(t, tr.sinks, 3*time.Second)
+
+	o := collectOutcome(lg, tr.sinks)
+	assert.Zero(t, lg.lost, "every request accepted")
+	rate := func(from, to time.Time) float64 {
+		n := 0
+		for _, s := range tr.sinks {
+			n += s.spansBetween(from, to)
+		}
+		return float64(n) / to.Sub(from).Seconds()
+	}
+	before := rate(start.Add(12*time.Second), changed)
+	// After a reload the sampler primes again (its rates are gone):
+	// measured from one adjust interval more.
+	after := rate(changed.Add(reloaded+10*time.Second), end)
+	beforeErr, afterErr := before/budget-1, after/halved-1
+	t.Logf("SIGHUP: kept %.0f spans/s before (budget %.0f), %.0f after (budget %.0f); reloaded in %v; %d kept traces incomplete, %d split",
+		before, budget, after, halved, reloaded.Round(10*time.Millisecond), len(o.incomplete), o.split)
+	assert.InDelta(t, 0, afterErr, 0.2, "the new budget holds after the reload, primed again")
+	reportRow("policy via SIGHUP", o.sent, o.kept, lg.lost, o.split,
+		fmt.Sprintf("%+.1f%% → %+.1f%%, %d cut", 100*beforeErr, 100*afterErr, len(o.incomplete)))
+}
+
+// TestPolicyReloadInvalidFileAtStartFailsNamingTheField: at start there is
+// no running policy to keep, so a bad or missing file fails the start.
+func TestPolicyReloadInvalidFileAtStartFailsNamingTheField(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "policy.yaml")
+	writePolicy(t, bad, "budget:\n  spans_per_second: 100\n  max_priority_share: 2\n")
+	for path, want := range map[string]string{bad: "budget.max_priority_share", filepath.Join(dir, "missing.yaml"): "policy_file.path"} {
+		_, err := launchCollector(t, newEndpoints(t), map[string]string{"POLICY_FILE": path}, configPath("tail.yaml"))
+		require.Error(t, err, "the collector must not start")
+		assert.Contains(t, err.Error(), want)
+	}
+}

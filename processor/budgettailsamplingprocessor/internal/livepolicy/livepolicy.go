@@ -1,0 +1,213 @@
+// Package livepolicy reads the policy file: the part of the sampler's
+// policy that may change while it runs (the budget's amount, the priority
+// cap, the baseline's floor), validated field by field, and notices when
+// the file's content changes.
+//
+// It owns reading, decoding and validating the file and its version. It
+// must not know the buffer, the metrics or when the adjuster applies what
+// it returns: the processor polls Check and hands a change to
+// policy.Adjuster.Retune.
+package livepolicy // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/livepolicy"
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/confmap"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+)
+
+// Config is policy_file.
+type Config struct {
+	// Path of the file; empty: the policy is the configuration's only.
+	Path string `mapstructure:"path"`
+	// CheckInterval is how often the file is read for a change.
+	CheckInterval time.Duration `mapstructure:"check_interval"`
+}
+
+// DefaultConfig checks every 5 s once a path is set.
+func DefaultConfig() Config { return Config{CheckInterval: 5 * time.Second} }
+
+// Check reports every invalid field, named under policy_file.
+func (c *Config) Check() []error {
+	if c.Path != "" && c.CheckInterval <= 0 {
+		return []error{fmt.Errorf("policy_file.check_interval: must be > 0, got %v", c.CheckInterval)}
+	}
+	return nil
+}
+
+// File is what the policy file may hold; what it leaves out is the
+// configuration's.
+type File struct {
+	// Version names the policy in the policy_version metric; without it,
+	// the first 12 hex digits of the content's SHA-256.
+	Version  string       `mapstructure:"version"`
+	Budget   FileBudget   `mapstructure:"budget"`
+	Baseline FileBaseline `mapstructure:"baseline"`
+}
+
+// FileBudget is the budget's amount, in the kind the configuration has.
+type FileBudget struct {
+	SpansPerSecond   *float64 `mapstructure:"spans_per_second"`
+	BytesPerSecond   *float64 `mapstructure:"bytes_per_second"`
+	MonthlyCost      *float64 `mapstructure:"monthly_cost"`
+	MaxPriorityShare *float64 `mapstructure:"max_priority_share"`
+}
+
+// FileBaseline is baseline.min_share.
+type FileBaseline struct {
+	MinShare *float64 `mapstructure:"min_share"`
+}
+
+// Base is what the configuration sets: what the file changes.
+type Base struct {
+	Budget   policy.BudgetConfig
+	MinShare float64
+}
+
+// Policy is a validated file's effect.
+type Policy struct {
+	Version string
+	Retune  policy.Retune
+}
+
+// Watcher reads the file and remembers the content it last read, so that
+// Check reports a change once. Check runs on one goroutine; the status
+// (Version, Rejected, Reloads) is read from any.
+type Watcher struct {
+	version  atomic.Pointer[string]
+	rejected atomic.Bool
+	applied  atomic.Int64
+	failed   atomic.Int64
+
+	cfg  Config
+	base Base
+	unit policy.Unit
+	last [sha256.Size]byte
+	read bool
+	// readErr is the last failure to read the file, reported once.
+	readErr string
+}
+
+// New watches cfg.Path over base.
+func New(cfg Config, base Base) *Watcher {
+	return &Watcher{cfg: cfg, base: base, unit: policy.NewUnit(base.Budget)}
+}
+
+// Load reads the file at start: a missing or invalid file is an error.
+func (w *Watcher) Load() (Policy, error) {
+	pol, _, err := w.Check()
+	return pol, err
+}
+
+// Check reads the file. changed is true when the content differs from
+// the last read; then err says why it cannot be applied (the running
+// policy stays), or pol is the new policy. An unchanged file, valid or
+// not, is neither applied nor reported again.
+func (w *Watcher) Check() (pol Policy, changed bool, err error) {
+	pol, changed, err = w.check()
+	if changed {
+		w.rejected.Store(err != nil)
+		if err != nil {
+			w.failed.Add(1)
+		} else {
+			w.applied.Add(1)
+			w.version.Store(&pol.Version)
+		}
+	}
+	return pol, changed, err
+}
+
+// Version is the version of the last policy Check returned ("" before).
+func (w *Watcher) Version() string {
+	if v := w.version.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// Rejected is whether the file's current content cannot be applied.
+func (w *Watcher) Rejected() bool { return w.rejected.Load() }
+
+// Reloads are the changes read, applied and rejected.
+func (w *Watcher) Reloads() (applied, rejected int64) { return w.applied.Load(), w.failed.Load() }
+
+func (w *Watcher) check() (pol Policy, changed bool, err error) {
+	data, err := os.ReadFile(w.cfg.Path)
+	if err != nil {
+		err = fmt.Errorf("policy_file.path: %w", err)
+		if err.Error() == w.readErr {
+			return Policy{}, false, nil
+		}
+		w.readErr = err.Error()
+		return Policy{}, true, err
+	}
+	w.readErr = ""
+	sum := sha256.Sum256(data)
+	if w.read && sum == w.last {
+		return Policy{}, false, nil
+	}
+	w.last, w.read = sum, true
+	pol, err = w.parse(data)
+	if err == nil && pol.Version == "" {
+		pol.Version = hex.EncodeToString(sum[:6])
+	}
+	return pol, true, err
+}
+
+// parse decodes and validates data over the base.
+func (w *Watcher) parse(data []byte) (Policy, error) {
+	raw := map[string]any{}
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return Policy{}, fmt.Errorf("policy file %s: not YAML: %w", w.cfg.Path, err)
+	}
+	var f File
+	if err := confmap.NewFromStringMap(raw).Unmarshal(&f); err != nil {
+		return Policy{}, fmt.Errorf("policy file %s: %w", w.cfg.Path, err)
+	}
+	b := w.base.Budget
+	set := func(dst *float64, src *float64) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	if f.Budget.SpansPerSecond != nil || f.Budget.BytesPerSecond != nil || f.Budget.MonthlyCost != nil {
+		b.SpansPerSecond, b.BytesPerSecond, b.MonthlyCost = 0, 0, 0
+	}
+	set(&b.SpansPerSecond, f.Budget.SpansPerSecond)
+	set(&b.BytesPerSecond, f.Budget.BytesPerSecond)
+	set(&b.MonthlyCost, f.Budget.MonthlyCost)
+	set(&b.MaxPriorityShare, f.Budget.MaxPriorityShare)
+	minShare := w.base.MinShare
+	set(&minShare, f.Baseline.MinShare)
+	errs := b.Check()
+	if !(minShare >= 0 && minShare < 1) {
+		errs = append(errs, fmt.Errorf("baseline.min_share: must be in [0, 1) (0 = no floor), got %v", minShare))
+	}
+	u := policy.NewUnit(b)
+	if len(errs) == 0 && !u.SameKind(w.unit) {
+		errs = append(errs, fmt.Errorf("budget: the configuration's budget is %s; the file may change its amount, not its kind (or its pricing): change the kind in the configuration", kindOf(w.base.Budget)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Policy{}, fmt.Errorf("policy file %s: %w", w.cfg.Path, err)
+	}
+	return Policy{Version: f.Version, Retune: policy.Retune{PerSecond: u.PerSecond(), MaxPriorityShare: b.MaxPriorityShare, MinBaselineShare: minShare}}, nil
+}
+
+func kindOf(b policy.BudgetConfig) string {
+	switch {
+	case b.SpansPerSecond > 0:
+		return "spans_per_second"
+	case b.BytesPerSecond > 0:
+		return "bytes_per_second"
+	default:
+		return "monthly_cost"
+	}
+}
