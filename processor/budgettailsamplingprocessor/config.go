@@ -85,6 +85,10 @@ type Config struct {
 	// Durable writes the buffer ahead to disk before acknowledging, and
 	// replays it on start (see durable.go).
 	Durable DurableConfig `mapstructure:"durable"`
+	// DryRun forwards every span, each with the decision it would have got
+	// in attributes (internal/forward's DryRun names) instead of th; the
+	// metrics count what would be kept.
+	DryRun bool `mapstructure:"dry_run"`
 	// PolicyFile is the part of the policy that may change while the
 	// sampler runs (internal/livepolicy), read at start and re-read.
 	PolicyFile PolicyFileConfig `mapstructure:"policy_file"`

@@ -6,7 +6,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
@@ -168,15 +167,7 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 	})
 	o.ObserveInt64(t.Peers, p.adj.Peers())
 	o.ObserveFloat64(t.Budget, p.adj.Budget())
-	version := "config"
-	if p.live != nil {
-		version = p.live.Version()
-		o.ObserveInt64(t.PolicyRejected, map[bool]int64{false: 0, true: 1}[p.live.Rejected()])
-		applied, rejected := p.live.Reloads()
-		o.ObserveInt64(t.PolicyReloads, applied, metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "applied"))))
-		o.ObserveInt64(t.PolicyReloads, rejected, metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "rejected"))))
-	}
-	o.ObserveInt64(t.PolicyVersion, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String("version", version))))
+	p.live.Observe(t, o)
 	folds := c.keyFolds
 	if p.red != nil {
 		folds += p.red.Folded()
@@ -200,22 +191,13 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 
 // observeRelief reports relief's state, levels and decisions.
 func (p *budgetTailSampler) observeRelief(o metric.Observer, c *counters) {
-	t, r := p.tel, p.relief
-	var active int64
-	if r.Active() {
-		active = 1
-	}
-	o.ObserveInt64(t.ReliefActive, active, metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", relief.ReasonNames[r.Reason()]))))
-	for s, v := range r.Levels() {
-		o.ObserveFloat64(t.ReliefLevel, v, metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", relief.SignalNames[s]))))
-	}
+	t := p.tel
+	p.relief.Observe(t, o)
 	for d, n := range c.relief {
 		o.ObserveInt64(t.ReliefSpans, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("decision", traceinfo.DecisionNames[d]))))
 	}
-	o.ObserveInt64(t.ReliefActivations, r.Activations())
 	o.ObserveInt64(t.ReliefRecalled, c.recalled)
 	o.ObserveInt64(t.ReliefShed, c.shed)
 	o.ObserveInt64(t.ReliefRecallEvicted, c.recallEvicted)
 	o.ObserveInt64(t.ReliefRecallBytes, c.recallBytes)
-	o.ObserveFloat64(t.ReliefProb, r.Probability().P)
 }

@@ -131,6 +131,9 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 				p.red.Trace(held.Key, t.Spans, t.HasError, t.Dur, red.Weights{})
 			}
 			p.dropByRule(sh, t, ruleIdx, cause, now)
+			if p.cfg.DryRun {
+				out.AddNotKept(held.Chunks(), matched.Reason)
+			}
 			return
 		}
 	}
@@ -218,6 +221,9 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 		out.Add(held.Chunks(), th, reasonText, t.Bytes+t.StampBytes)
 	} else {
 		sh.Record(t.ID, traceinfo.NotSampled, d, t.Entry(), true)
+		if p.cfg.DryRun {
+			out.AddNotKept(held.Chunks(), reasonText)
+		}
 	}
 	sh.counters.count(dec, r, t.Spans, t.Bytes)
 }

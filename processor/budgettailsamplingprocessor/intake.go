@@ -247,7 +247,7 @@ func (p *budgetTailSampler) lateSize(sh *shard, f *split.Fragment, priming bool)
 func (p *budgetTailSampler) followSampled(sh *shard, f *split.Fragment, d traceinfo.Decided, z size, out *forward.Kept) {
 	sh.counters.countLate(traceinfo.Sampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
 	sh.volumes.Book(d, z.vol, true, p.maxKeys)
-	out.AddLate(f.Encoded, d.Th, f.Bytes+f.StampBytes)
+	out.AddLate(f.Encoded, d.Th, traceinfo.ReasonNames[traceinfo.ReasonLateSpan], f.Bytes+f.StampBytes)
 	p.representKept(d.Service, f.Spans, d.Th)
 }
 
@@ -266,6 +266,7 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tra
 	if d.Rule >= 0 && p.rules.Rule(int(d.Rule)).Action == rules.ActionDrop {
 		// Dropped by a rule: whatever follows, errors included.
 		sh.counters.countLate(traceinfo.NotSampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
+		p.dryRunNotKept(f, out)
 		return
 	}
 	if f.HasError {
@@ -281,7 +282,7 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tra
 			sh.Record(f.ID, traceinfo.Sampled, late, k, true)
 			sh.counters.countLate(traceinfo.Sampled, traceinfo.ReasonLateError, f.Spans, z.bytes)
 			sh.volumes.Book(late, z.vol, true, p.maxKeys)
-			out.AddLate(f.Encoded, th, f.Bytes+f.StampBytes)
+			out.AddLate(f.Encoded, th, traceinfo.ReasonNames[traceinfo.ReasonLateError], f.Bytes+f.StampBytes)
 			p.representKept(d.Service, f.Spans, th)
 			p.recallDropped(sh, f, late, th, out)
 			return
@@ -290,9 +291,17 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tra
 	}
 	sh.counters.countLate(traceinfo.NotSampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
 	sh.volumes.Book(d, z.vol, false, p.maxKeys)
+	p.dryRunNotKept(f, out)
 	if sh.recall != nil && p.relief.Active() && !p.recallPaused.Load() {
 		// Held too: the trace's error may come later still.
 		sh.recall.Hold(f.ID, recall.Fragment{Encoded: append([]byte(nil), f.Encoded...), Spans: f.Spans, Bytes: f.Bytes + f.StampBytes}, p.now().UnixNano())
+	}
+}
+
+// dryRunNotKept forwards, in a dry run, a fragment that would not be kept.
+func (p *budgetTailSampler) dryRunNotKept(f *split.Fragment, out *forward.Kept) {
+	if p.cfg.DryRun {
+		out.AddLateNotKept(f.Encoded, traceinfo.ReasonNames[traceinfo.ReasonLateSpan])
 	}
 }
 
@@ -308,7 +317,7 @@ func (p *budgetTailSampler) recallDropped(sh *shard, f *split.Fragment, d tracei
 	for _, r := range sh.recall.Recall(f.ID) {
 		sh.volumes.Book(d, p.unit.Volume(r.Spans, r.Bytes), true, p.maxKeys)
 		sh.counters.recalled += int64(r.Spans)
-		out.AddLate(r.Encoded, th, r.Bytes)
+		out.AddLate(r.Encoded, th, traceinfo.ReasonNames[traceinfo.ReasonLateError], r.Bytes)
 		p.representKept(d.Service, r.Spans, th)
 	}
 }

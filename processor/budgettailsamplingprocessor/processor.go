@@ -192,7 +192,8 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	p.adj.Start(p.now())
 	p.relief = relief.New(cfg.StressRelief, relief.Bounds{MaxTraces: int64(cfg.MaxTraces), MaxBytes: cfg.MaxBufferedBytes}, p.now())
 	p.reliefMeasured = p.now()
-	if rc := cfg.StressRelief.Recall; p.relief.Enabled() && rc.Window > 0 {
+	// A dry run forwards what relief drops: there is nothing to recall.
+	if rc := cfg.StressRelief.Recall; p.relief.Enabled() && rc.Window > 0 && !cfg.DryRun {
 		total := rc.MaxBytes
 		if total == 0 {
 			// Held while the sampler is short of memory: an eighth of
@@ -230,7 +231,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 // newForwarder hands kept traces to next.
 func (p *budgetTailSampler) newForwarder(next consumer.Traces) *forward.Forwarder {
 	return forward.New(forward.Settings{Next: next, Logger: p.logger, Codec: p.codec, Totals: p.totals,
-		Meter: p.adj.Egress(), ReasonAttribute: p.cfg.ReasonAttribute})
+		Meter: p.adj.Egress(), ReasonAttribute: p.cfg.ReasonAttribute, DryRun: p.cfg.DryRun})
 }
 
 func (p *budgetTailSampler) Capabilities() consumer.Capabilities {

@@ -63,7 +63,7 @@ func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragmen
 	keep := !dropped && th.ShouldSample(f.Randomness(f.ID))
 	var held []byte
 	switch {
-	case keep:
+	case keep || p.cfg.DryRun:
 		// Outside the lock; wasted only if the trace turns out known.
 		*scratch = req.AppendEncoding((*scratch)[:0], f)
 	case !dropped && sh.recall != nil && !p.recallPaused.Load():
@@ -95,7 +95,9 @@ func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragmen
 	if keep {
 		dec = traceinfo.Sampled
 		d.Th = th
-		out.AddLate(*scratch, th, f.Bytes+f.StampBytes)
+		out.AddLate(*scratch, th, traceinfo.ReasonNames[reason], f.Bytes+f.StampBytes)
+	} else if p.cfg.DryRun {
+		out.AddLateNotKept(*scratch, traceinfo.ReasonNames[reason])
 	}
 	sh.Record(f.ID, dec, d, tracebuf.Known{}, false)
 	if held != nil {

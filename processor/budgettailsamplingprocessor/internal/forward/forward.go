@@ -40,7 +40,19 @@ type Settings struct {
 	Meter  Meter
 	// ReasonAttribute, when set, is written on kept root spans.
 	ReasonAttribute string
+	// DryRun forwards what would not be kept too, and writes each span's
+	// would-be decision in attributes (the DryRun* names) instead of th.
+	DryRun bool
 }
+
+// The attributes a dry run writes on every span it forwards: whether the
+// span would be kept, why, and (on spans that would be kept) the th it
+// would carry.
+const (
+	DryRunKept      = "sampling.dry_run.kept"
+	DryRunReason    = "sampling.dry_run.reason"
+	DryRunThreshold = "sampling.dry_run.th"
+)
 
 // Forwarder hands kept traces on; safe for concurrent use.
 type Forwarder struct {
@@ -81,20 +93,29 @@ func (k *Kept) Decided() []pcommon.TraceID { return k.decided }
 
 type keptTrace struct {
 	from, to int // its chunks: chunks[from:to]
-	th       sampling.Threshold
-	reason   string
-	booked   int64 // the bytes its decision booked
+	mark
+	booked int64 // the bytes its decision booked
 }
 
 type lateFragment struct {
 	encoded []byte
-	th      sampling.Threshold
-	booked  int64
+	mark
+	booked int64
 }
 
 // Add takes a kept trace's chunks, holding their slabs; booked is the
 // bytes its decision booked.
 func (k *Kept) Add(chunks []spanmem.Chunk, th sampling.Threshold, reason string, booked int64) {
+	k.add(chunks, mark{th: th, reason: reason, kept: true}, booked)
+}
+
+// AddNotKept takes, for a dry run, the chunks of a trace that would not be
+// kept: forwarded with the reason, outside the budget's egress.
+func (k *Kept) AddNotKept(chunks []spanmem.Chunk, reason string) {
+	k.add(chunks, mark{reason: reason}, 0)
+}
+
+func (k *Kept) add(chunks []spanmem.Chunk, mk mark, booked int64) {
 	from := len(k.chunks)
 	for _, c := range chunks {
 		k.chunks = append(k.chunks, c.Data)
@@ -103,13 +124,20 @@ func (k *Kept) Add(chunks []spanmem.Chunk, th sampling.Threshold, reason string,
 			k.slabs = append(k.slabs, c.Slab)
 		}
 	}
-	k.traces = append(k.traces, keptTrace{from: from, to: len(k.chunks), th: th, reason: reason, booked: booked})
+	k.traces = append(k.traces, keptTrace{from: from, to: len(k.chunks), mark: mk, booked: booked})
 }
 
-// AddLate keeps a copy of a late fragment's encoding (which may be a
-// buffer reused for the next fragment).
-func (k *Kept) AddLate(encoded []byte, th sampling.Threshold, booked int64) {
-	k.late = append(k.late, lateFragment{encoded: bytes.Clone(encoded), th: th, booked: booked})
+// AddLate keeps a copy of a fragment decided on its own (late, or at
+// arrival): its encoding may be a buffer reused for the next fragment.
+// reason is for a dry run's attributes.
+func (k *Kept) AddLate(encoded []byte, th sampling.Threshold, reason string, booked int64) {
+	k.late = append(k.late, lateFragment{encoded: bytes.Clone(encoded), mark: mark{th: th, reason: reason, kept: true}, booked: booked})
+}
+
+// AddLateNotKept keeps, for a dry run, a copy of a fragment decided on its
+// own that would not be kept.
+func (k *Kept) AddLateNotKept(encoded []byte, reason string) {
+	k.late = append(k.late, lateFragment{encoded: bytes.Clone(encoded), mark: mark{reason: reason}})
 }
 
 // Encoded is a buffered chunk's OTLP encoding. The sampler wrote every
@@ -145,6 +173,7 @@ func (f *Forwarder) EncodedChunks(chunks []spanmem.Chunk) [][]byte {
 type mark struct {
 	th     sampling.Threshold
 	reason string // on the root span, when configured
+	kept   bool   // false only in a dry run
 }
 
 // merged is one outgoing request being assembled.
@@ -152,9 +181,11 @@ type merged struct {
 	m      *otlpwire.Merger
 	marks  []mark // per fragment
 	booked int64
+	// metered: what it holds is kept, and counts in the egress meter.
+	metered bool
 }
 
-func newMerged() *merged { return &merged{m: otlpwire.NewMerger()} }
+func newMerged(metered bool) *merged { return &merged{m: otlpwire.NewMerger(), metered: metered} }
 
 func (m *merged) add(encoded []byte, mk mark) {
 	m.m.Add(encoded)
@@ -174,33 +205,49 @@ func (f *Forwarder) Forward(ctx context.Context, k *Kept) {
 		}
 		k.slabs = nil
 	}()
-	if len(k.traces) > 0 {
-		m := newMerged()
-		for _, kt := range k.traces {
-			m.booked += kt.booked
-			// The root span may sit in any chunk: every chunk is offered the reason.
-			for _, chunk := range k.chunks[kt.from:kt.to] {
-				if encoded, ok := f.Encoded(chunk); ok {
-					m.add(encoded, mark{th: kt.th, reason: kt.reason})
-				}
+	// A dry run's would-be-dropped spans leave in requests of their own,
+	// which the egress meter does not count.
+	// Built when first needed: most passes, and most requests' late
+	// fragments, have nothing of one kind or the other.
+	var kept, notKept *merged
+	which := func(mk mark) *merged {
+		switch {
+		case mk.kept && kept == nil:
+			kept = newMerged(true)
+		case !mk.kept && notKept == nil:
+			notKept = newMerged(false)
+		}
+		if mk.kept {
+			return kept
+		}
+		return notKept
+	}
+	for _, kt := range k.traces {
+		m := which(kt.mark)
+		m.booked += kt.booked
+		// The root span may sit in any chunk: every chunk is offered the reason.
+		for _, chunk := range k.chunks[kt.from:kt.to] {
+			if encoded, ok := f.Encoded(chunk); ok {
+				m.add(encoded, kt.mark)
 			}
 		}
-		f.forwardMerged(context.Background(), m)
 	}
-	if len(k.late) > 0 {
-		m := newMerged()
-		for _, lf := range k.late {
-			m.booked += lf.booked
-			m.add(lf.encoded, mark{th: lf.th})
-		}
-		f.forwardMerged(ctx, m)
+	f.forwardMerged(context.Background(), kept)
+	f.forwardMerged(context.Background(), notKept)
+	kept, notKept = nil, nil
+	for _, lf := range k.late {
+		m := which(lf.mark)
+		m.booked += lf.booked
+		m.add(lf.encoded, lf.mark)
 	}
+	f.forwardMerged(ctx, kept)
+	f.forwardMerged(ctx, notKept)
 }
 
 // forwardMerged decodes the fragments m holds as one request, stamps each
 // span with its mark and hands it on.
 func (f *Forwarder) forwardMerged(ctx context.Context, m *merged) {
-	if m.m.Len() == 0 {
+	if m == nil || m.m.Len() == 0 {
 		return
 	}
 	var u ptrace.ProtoUnmarshaler
@@ -213,7 +260,9 @@ func (f *Forwarder) forwardMerged(ctx context.Context, m *merged) {
 				marks[i] = m.marks[c]
 			}
 			f.stamp(td, marks)
-			f.s.Meter.Add(td, m.booked)
+			if m.metered {
+				f.s.Meter.Add(td, m.booked)
+			}
 			f.consume(ctx, td)
 			return
 		}
@@ -243,7 +292,9 @@ func (f *Forwarder) forwardEach(ctx context.Context, m *merged) {
 		f.stamp(td, marks)
 		td.ResourceSpans().MoveAndAppendTo(out.ResourceSpans())
 	}
-	f.s.Meter.Add(out, m.booked)
+	if m.metered {
+		f.s.Meter.Add(out, m.booked)
+	}
 	f.consume(ctx, out)
 }
 
@@ -267,6 +318,17 @@ func (f *Forwarder) stamp(td ptrace.Traces, marks []mark) {
 	spanwalk.Traces(td, func(_ ptrace.ResourceSpans, span ptrace.Span) {
 		m := marks[i]
 		i++
+		if f.s.DryRun {
+			// The spans leave as they came (their th untouched): the
+			// decision is only written beside them.
+			attrs := span.Attributes()
+			attrs.PutBool(DryRunKept, m.kept)
+			attrs.PutStr(DryRunReason, m.reason)
+			if m.kept {
+				attrs.PutStr(DryRunThreshold, m.th.TValue())
+			}
+			return
+		}
 		in := span.TraceState().AsRaw()
 		if !haveLast || in != lastIn || span.TraceID() != lastID || m.th != lastTh {
 			lastIn, lastID, lastTh, haveLast = in, span.TraceID(), m.th, true

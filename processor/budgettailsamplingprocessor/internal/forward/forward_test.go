@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
 )
@@ -109,7 +111,7 @@ func BenchmarkForward(b *testing.B) {
 			}
 		}
 		fill := func() *merged {
-			m := newMerged()
+			m := newMerged(true)
 			for i, c := range kept {
 				m.add(c, marks[i])
 			}
@@ -141,4 +143,52 @@ func BenchmarkForward(b *testing.B) {
 			})
 		}
 	}
+}
+
+// A dry run forwards the traces that would not be kept too, every span
+// with its would-be decision in attributes and its tracestate as it came;
+// only the would-be-kept spans count in the egress meter.
+func TestDryRunForwardsEverySpanWithItsDecision(t *testing.T) {
+	td, _ := workload.NewGenerator(workload.Options{Services: 3, SpansPerTrace: 4, Seed: 5}).Batch(2)
+	frags := perTrace(t, td)
+	require.Len(t, frags, 2)
+	codec := spanmem.NewCodec(false)
+	var ids []pcommon.TraceID
+	var chunks [][]spanmem.Chunk
+	for id, enc := range frags {
+		ids = append(ids, id)
+		chunks = append(chunks, []spanmem.Chunk{{Data: codec.Store(enc, new([]byte))}})
+	}
+	th, err := sampling.ProbabilityToThreshold(0.25)
+	require.NoError(t, err)
+	sink := &consumertest.TracesSink{}
+	meter := &countingMeter{}
+	f := New(Settings{Next: sink, Logger: zap.NewNop(), Codec: codec, Meter: meter, DryRun: true})
+	var k Kept
+	k.Add(chunks[0], th, "baseline", 1)
+	k.AddNotKept(chunks[1], "baseline")
+	f.Forward(context.Background(), &k)
+
+	require.Equal(t, 8, sink.SpanCount(), "every span reaches the next consumer")
+	assert.Equal(t, 4, meter.spans, "only the would-be-kept spans are egress")
+	seen := 0
+	for _, got := range sink.AllTraces() {
+		spanwalk.Traces(got, func(_ ptrace.ResourceSpans, s ptrace.Span) {
+			seen++
+			kept, ok := s.Attributes().Get(DryRunKept)
+			require.True(t, ok)
+			reason, _ := s.Attributes().Get(DryRunReason)
+			assert.Equal(t, "baseline", reason.Str())
+			assert.Empty(t, s.TraceState().AsRaw(), "th is not written: the backend weighs the spans as they came")
+			thAttr, hasTh := s.Attributes().Get(DryRunThreshold)
+			if s.TraceID() == ids[0] {
+				assert.True(t, kept.Bool())
+				assert.Equal(t, th.TValue(), thAttr.Str(), "the th it would carry")
+			} else {
+				assert.False(t, kept.Bool())
+				assert.False(t, hasTh)
+			}
+		})
+	}
+	assert.Equal(t, 8, seen)
 }

@@ -3,9 +3,9 @@
 // cap, the baseline's floor), validated field by field, and notices when
 // the file's content changes.
 //
-// It owns reading, decoding and validating the file and its version. It
-// must not know the buffer, the metrics or when the adjuster applies what
-// it returns: the processor polls Check and hands a change to
+// It owns reading, decoding and validating the file, its version and the
+// metrics of its status. It must not know the buffer or when the adjuster
+// applies what it returns: the processor polls Check and hands a change to
 // policy.Adjuster.Retune.
 package livepolicy // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/livepolicy"
 
@@ -19,8 +19,11 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
 )
 
@@ -210,4 +213,22 @@ func kindOf(b policy.BudgetConfig) string {
 	default:
 		return "monthly_cost"
 	}
+}
+
+// Observe reports the policy's version and the file's status; a nil
+// Watcher (no policy_file) runs the configuration's, version "config".
+func (w *Watcher) Observe(t *metadata.Telemetry, o metric.Observer) {
+	version := "config"
+	if w != nil {
+		version = w.Version()
+		rejected := int64(0)
+		if w.Rejected() {
+			rejected = 1
+		}
+		o.ObserveInt64(t.PolicyRejected, rejected)
+		applied, failed := w.Reloads()
+		o.ObserveInt64(t.PolicyReloads, applied, metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "applied"))))
+		o.ObserveInt64(t.PolicyReloads, failed, metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "rejected"))))
+	}
+	o.ObserveInt64(t.PolicyVersion, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String("version", version))))
 }
