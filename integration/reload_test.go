@@ -194,3 +194,87 @@ func TestPolicyReloadInvalidFileAtStartFailsNamingTheField(t *testing.T) {
 		assert.Contains(t, err.Error(), want)
 	}
 }
+
+// TestE2EShadowForecastThenPromote: three samplers run the live budget
+// and, beside it on the same traces, a shadow candidate with half of it.
+// What the shadow says it would keep is measured for 20 s; then the
+// candidate is promoted (its file copied over the live one, as a chart
+// upgrade does) and what the tier then actually keeps is measured: within
+// 5% of the forecast. The shadow decides nothing meanwhile: the live
+// budget is what the backend gets until the promotion.
+func TestE2EShadowForecastThenPromote(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	const budget, candidate = 1350.0, 675.0
+	dir := t.TempDir()
+	live, shadowFile := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "shadow.yaml")
+	writePolicy(t, live, fmt.Sprintf("version: v1\nbudget:\n  spans_per_second: %v\n", budget))
+	candidateFile := fmt.Sprintf("version: v2\nbudget:\n  spans_per_second: %v\n", candidate)
+	writePolicy(t, shadowFile, candidateFile)
+	tr := startTier(t, tierOptions{samplers: 3, budget: budget, samplerEnv: map[string]string{
+		"DECISION_WAIT_AFTER_ROOT": "2s",
+		"ADJUST_INTERVAL":          "3s",
+		"POLICY_FILE":              live,
+		"POLICY_SHADOW_FILE":       shadowFile,
+		"POLICY_CHECK_INTERVAL":    "1s",
+	}})
+	policyKept := func(policy string) float64 {
+		sum := 0.0
+		for _, s := range tr.samplers {
+			v, _ := metricValue(s.metrics(), "otelcol_processor_budget_tail_sampling_policy_spans_total", map[string]string{"policy": policy, "decision": "sampled"})
+			sum += v
+		}
+		return sum
+	}
+	shadowKept := func() float64 { return policyKept("shadow") }
+	projected := func() float64 {
+		sum := 0.0
+		for _, s := range tr.samplers {
+			v, _ := metricValue(s.metrics(), "otelcol_processor_budget_tail_sampling_policy_projected_daily", map[string]string{"policy": "shadow"})
+			sum += v
+		}
+		return sum / 86400
+	}
+	rate := func(from, to time.Time) float64 {
+		n := 0
+		for _, s := range tr.sinks {
+			n += s.spansBetween(from, to)
+		}
+		return float64(n) / to.Sub(from).Seconds()
+	}
+
+	lg := newLoadGen(t, tr.gateway, 300, 1)
+	done := lg.start(90 * time.Second)
+	// The shadow primes from its first interval of decisions, then learns
+	// as the live policy does: its forecast is read from 25 s on, every
+	// 5 s over 20 s.
+	time.Sleep(25 * time.Second)
+	from, before, liveBefore := time.Now(), shadowKept(), policyKept("live")
+	var forecastProjected float64
+	for range 4 {
+		time.Sleep(5 * time.Second)
+		forecastProjected += projected() / 4
+	}
+	to, after, liveAfter := time.Now(), shadowKept(), policyKept("live")
+	forecast := (after - before) / to.Sub(from).Seconds()
+	liveKept := rate(from, to)
+	t.Logf("live policy's own count %.0f spans/s", (liveAfter-liveBefore)/to.Sub(from).Seconds())
+
+	writePolicy(t, live, candidateFile) // promote
+	promoted := time.Now()
+	<-done
+	end := time.Now()
+	waitQuiet(t, tr.sinks, 3*time.Second)
+	actual := rate(promoted.Add(6*time.Second), end)
+	o := collectOutcome(lg, tr.sinks)
+	t.Logf("shadow: projected_daily %.0f spans/s, counted %.0f spans/s; live kept %.0f meanwhile; after the promotion the tier kept %.0f spans/s (budget %.0f)",
+		forecastProjected, forecast, liveKept, actual, candidate)
+	assert.InDelta(t, 0, liveKept/budget-1, 0.10, "the shadow decided nothing: the live budget held")
+	assert.InEpsilon(t, forecastProjected, actual, 0.05, "the promoted policy keeps what the shadow's projected day forecast")
+	assert.InEpsilon(t, forecast, actual, 0.08, "and about what it counted as it would keep")
+	assert.Zero(t, o.split)
+	assert.Empty(t, o.incomplete)
+	reportRow("shadow then promote", o.sent, o.kept, lg.lost, o.split,
+		fmt.Sprintf("%+.1f%% vs forecast", 100*(actual/forecastProjected-1)))
+}

@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/shadow"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
@@ -168,6 +169,8 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 	o.ObserveInt64(t.Peers, p.adj.Peers())
 	o.ObserveFloat64(t.Budget, p.adj.Budget())
 	p.live.Observe(t, o)
+	shadow.Observe(t, o, "live", shadow.Tally{Traces: c.traces, Spans: c.spans, Bytes: c.bytes}, pol, p.adj.Share())
+	p.shadow.Observe(t, o)
 	folds := c.keyFolds
 	if p.red != nil {
 		folds += p.red.Folded()

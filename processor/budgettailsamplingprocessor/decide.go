@@ -141,23 +141,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	// Every trace teaches its group's durations, errors included.
 	outlier := p.groups.Observe(held.Group, t.Dur, outliers.TieBreak(t.ID), now)
 	key := pol.BookedKey(held.Key)
-	d := traceinfo.Decided{Service: key, Class: traceinfo.ReasonBaseline, Rule: -1,
-		At: now.UnixNano(), Recent: t.LastFingerprints()}
-	prob := pol.Baseline(held.Key)
-	reasonText := traceinfo.ReasonNames[traceinfo.ReasonBaseline]
-	switch {
-	case t.HasError:
-		d.Class, prob, reasonText = traceinfo.ReasonError, pol.ErrorProbability(held.Key), traceinfo.ReasonNames[traceinfo.ReasonError]
-	case matched != nil && matched.Action == rules.ActionKeep:
-		d.Class, d.Rule, prob, reasonText = traceinfo.ReasonRule, int16(ruleIdx), traceinfo.Higher(pol.Keep(ruleIdx), pol.Baseline(held.Key)), matched.Reason
-	case outlier:
-		d.Class, prob, reasonText = traceinfo.ReasonOutlier, pol.OutlierProbability(held.Key), traceinfo.ReasonNames[traceinfo.ReasonOutlier]
-	case matched != nil && matched.Weighted:
-		// Booked as its own entry of the fair baseline, with its weight.
-		d.Service, d.Rule, prob, reasonText = matched.Key, int16(ruleIdx), pol.Baseline(matched.Key), matched.Reason
-	case matched != nil:
-		d.Class, d.Rule, prob, reasonText = traceinfo.ReasonRule, int16(ruleIdx), matched.Prob, matched.Reason
-	}
+	traits := policy.Traits{Key: held.Key, Booked: key, Error: t.HasError, Outlier: outlier, Rule: ruleIdx, Matched: matched}
 	if key == policy.OtherKeys && held.Key != policy.OtherKeys {
 		sh.counters.keyFolds++
 	}
@@ -169,14 +153,11 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 		if !tracked {
 			sh.counters.keyFolds++
 		}
-		// Only a first trace rare raises is rare's: one its class keeps as
-		// often (a quiet key's, which fairness keeps whole) costs rare
-		// nothing, and booked as rare would make rare's volume, and so
-		// what the budget plans for it, too large.
-		if rp := pol.Rare(); due && rp.P > prob.P {
-			d.Class, d.Rule, prob, reasonText = traceinfo.ReasonRare, -1, traceinfo.Higher(rp, prob), traceinfo.ReasonNames[traceinfo.ReasonRare]
-		}
+		traits.RareDue = due
 	}
+	c := pol.Classify(traits)
+	d := traceinfo.Decided{Service: c.Service, Class: c.Reason, Rule: int16(c.Rule), At: now.UnixNano(), Recent: t.LastFingerprints()}
+	prob, reasonText := c.Prob, c.Text
 	th := traceinfo.Downstream(t.InThreshold(), prob.P)
 	keep := th.ShouldSample(t.Randomness(t.ID))
 	if testThresholdOverride != nil {
@@ -196,7 +177,9 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	case d.Class == traceinfo.ReasonRule && matched.Action == rules.ActionKeep:
 		sh.counters.overflow[traceinfo.ClassRule]++
 	}
-	if sh.volumes.Book(d, p.unit.Volume(t.Spans, t.Bytes+t.StampBytes), keep, p.maxKeys) {
+	vol := p.unit.Volume(t.Spans, t.Bytes+t.StampBytes)
+	p.shadow.Decide(sh.index, traits, t.InThreshold(), t.Randomness(t.ID), t.Spans, t.Bytes, vol)
+	if sh.volumes.Book(d, vol, keep, p.maxKeys) {
 		sh.counters.keyFolds++
 	}
 	r := d.Class

@@ -31,6 +31,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/red"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/shadow"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
@@ -62,10 +63,8 @@ type budgetTailSampler struct {
 	fwd      *forward.Forwarder
 	// maxKeys bounds the fairness keys (baseline.max_keys).
 	maxKeys int
-	// rare is nil unless rare.interval is set; rareShort is whether the
-	// last policy thinned it (warnRareShortfall's).
-	rare      *rare.Tracker
-	rareShort bool
+	// rare is nil unless rare.interval is set.
+	rare *rare.Tracker
 	// red is nil unless red_metrics.enabled.
 	red *red.Recorder
 
@@ -73,8 +72,9 @@ type budgetTailSampler struct {
 	handoff *handoff.Handoff
 	// wal is nil unless durable.enabled.
 	wal *walState
-	// live is nil without policy_file.
-	live *livepolicy.Watcher
+	// live is nil without policy_file; shadow without its shadow_path.
+	live   *livepolicy.Watcher
+	shadow *shadow.Shadow
 
 	relief *relief.Controller
 	// recallPaused: the heap is past relief's activation level, and
@@ -100,7 +100,8 @@ type budgetTailSampler struct {
 // shard is one slice of the buffer, chosen by trace ID, with its lock and
 // what the shard counts under it.
 type shard struct {
-	mu sync.Mutex
+	mu    sync.Mutex
+	index int // in shards
 	*tracebuf.Buffer
 	counters counters
 	volumes  policy.Volumes
@@ -160,20 +161,28 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	}
 	p.splitter = split.New(split.Settings{HTTPServerErrors: cfg.Errors.HTTPServerErrors, GroupBy: cfg.Outliers.GroupBy,
 		Keys: keys, Rules: rs, Names: names.New()})
-	p.adj = policy.NewAdjuster(policy.Settings{Budget: cfg.Budget, AdjustInterval: cfg.AdjustInterval,
-		Smoothing: cfg.Smoothing, MaxKeys: p.maxKeys, MinBaselineShare: cfg.Baseline.MinShare, RareInterval: cfg.Rare.Interval}, rs, p.drain)
+	settings := policy.Settings{Budget: cfg.Budget, AdjustInterval: cfg.AdjustInterval,
+		Smoothing: cfg.Smoothing, MaxKeys: p.maxKeys, MinBaselineShare: cfg.Baseline.MinShare, RareInterval: cfg.Rare.Interval}
+	p.adj = policy.NewAdjuster(settings, rs, p.drain)
 	p.fwd = p.newForwarder(next)
+	base := livepolicy.Base{Budget: cfg.Budget, MinShare: cfg.Baseline.MinShare}
 	if cfg.PolicyFile.Path != "" {
-		p.live = livepolicy.New(cfg.PolicyFile, livepolicy.Base{Budget: cfg.Budget, MinShare: cfg.Baseline.MinShare})
+		p.live = livepolicy.New(cfg.PolicyFile, base)
 		pol, err := p.live.Load()
 		if err != nil {
 			return nil, err
 		}
 		p.adj.Retune(pol.Retune)
 	}
+	if cfg.PolicyFile.ShadowPath != "" {
+		if p.shadow, err = shadow.New(settings, rs, livepolicy.NewShadow(cfg.PolicyFile, base), n); err != nil {
+			return nil, err
+		}
+	}
 	per := func(total int) int { return max(1, (total+n-1)/n) }
 	for range n {
 		p.shards = append(p.shards, &shard{
+			index:    len(p.shards),
 			Buffer:   tracebuf.New(per(cfg.DecisionCache.SampledSize), per(cfg.DecisionCache.NotSampledSize), p.totals),
 			counters: counters{rules: make([]ruleCounters, rs.Len())},
 			volumes:  policy.NewVolumes(rs.Len()),
@@ -262,7 +271,11 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 		p.goEvery(reliefLevelInterval, p.updateRelief)
 		p.goEvery(reliefMeasureInterval, p.measureRelief)
 	}
-	if p.live != nil {
+	if p.shadow != nil {
+		p.shadow.Start(p.now())
+		p.goEvery(p.shadow.TickInterval(), func() { p.shadow.Tick(p.now()) })
+	}
+	if p.live != nil || p.shadow != nil {
 		p.goEvery(p.cfg.PolicyFile.CheckInterval, p.checkPolicy)
 	}
 	if p.cfg.Budget.PeersDNS != "" {
@@ -290,13 +303,22 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 // with the rates, the buffer and the caches kept, so that no trace is split.
 // A file that cannot be applied leaves the running policy.
 func (p *budgetTailSampler) checkPolicy() {
-	switch pol, changed, err := p.live.Check(); {
+	if p.live != nil {
+		p.applyPolicy("live", p.live.Check, p.adj.Retune)
+	}
+	if p.shadow != nil {
+		p.applyPolicy("shadow", p.shadow.CheckFile, func(policy.Retune) {}) // CheckFile retunes it
+	}
+}
+
+func (p *budgetTailSampler) applyPolicy(which string, check func() (livepolicy.Policy, bool, error), retune func(policy.Retune)) {
+	switch pol, changed, err := check(); {
 	case err != nil:
-		p.logger.Error("policy file rejected: the running policy stays", zap.String("running_version", p.live.Version()), zap.Error(err))
+		p.logger.Error("policy file rejected: the running policy stays", zap.String("policy", which), zap.Error(err))
 	case changed:
-		p.adj.Retune(pol.Retune)
-		p.logger.Info("policy file applied", zap.String("version", pol.Version), zap.Float64("budget_per_second", pol.Retune.PerSecond),
-			zap.Float64("max_priority_share", pol.Retune.MaxPriorityShare), zap.Float64("min_share", pol.Retune.MinBaselineShare))
+		retune(pol.Retune)
+		p.logger.Info("policy file applied", zap.String("policy", which), zap.String("version", pol.Version), zap.Float64("budget_per_second", pol.Retune.PerSecond),
+			zap.Float64("max_priority_share", pol.Retune.MaxPriorityShare))
 	}
 }
 
@@ -407,24 +429,15 @@ func (p *budgetTailSampler) drain() (v policy.Volumes, intake float64, fragments
 	if p.red != nil {
 		p.red.Roll(p.now())
 	}
+	p.shadow.AddIntake(intake, fragments)
 	return v, intake, fragments
 }
 
 // warnRareShortfall logs when rare traces start needing more of the budget
-// than is left them, and when they fit again: rare's coverage gives way,
-// not the weights.
+// than is left them, and when they fit again.
 func (p *budgetTailSampler) warnRareShortfall() {
-	pol := p.adj.Policy()
-	if short := p.rare != nil && pol.RareShortfall() > 0; short != p.rareShort {
-		p.rareShort = short
-		if !short {
-			p.logger.Info("rare.interval: the budget keeps the first trace of every key in each interval again")
-			return
-		}
-		p.logger.Warn("rare.interval: the budget cannot keep the first trace of every key in each interval at the traffic seen; "+
-			"rare traces are thinned (rare_probability) and some keys go without a kept trace (rare_coverage), th still weighs them right. "+
-			"Raise the budget, lengthen rare.interval or use fewer baseline.keys",
-			zap.Float64("rare_probability", pol.Rare().P), zap.Float64("shortfall_per_second", pol.RareShortfall()), zap.Int("keys", p.rare.Len()))
+	if pol := p.adj.Policy(); p.rare != nil {
+		p.rare.WarnShortfall(p.logger, pol.Rare().P, pol.RareShortfall())
 	}
 }
 
@@ -435,6 +448,7 @@ func (p *budgetTailSampler) refreshPeers() {
 	defer cancel()
 	v4, v6, err := handoff.ResolvePeers(ctx, p.lookup, p.cfg.Budget.PeersDNS, p.handoff != nil)
 	if n := handoff.PeerCount(v4, v6); n > 0 {
+		p.shadow.SetPeers(n)
 		if p.adj.SetPeers(n) {
 			p.logger.Info("sampler peers changed; budget share follows", zap.Int64("peers", n))
 		}

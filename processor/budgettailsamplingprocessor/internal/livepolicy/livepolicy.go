@@ -33,6 +33,10 @@ type Config struct {
 	Path string `mapstructure:"path"`
 	// CheckInterval is how often the file is read for a change.
 	CheckInterval time.Duration `mapstructure:"check_interval"`
+	// ShadowPath is a candidate policy in the same format, run beside the
+	// live one on the same traces without deciding anything
+	// (internal/shadow); empty: none.
+	ShadowPath string `mapstructure:"shadow_path"`
 }
 
 // DefaultConfig checks every 5 s once a path is set.
@@ -40,7 +44,7 @@ func DefaultConfig() Config { return Config{CheckInterval: 5 * time.Second} }
 
 // Check reports every invalid field, named under policy_file.
 func (c *Config) Check() []error {
-	if c.Path != "" && c.CheckInterval <= 0 {
+	if (c.Path != "" || c.ShadowPath != "") && c.CheckInterval <= 0 {
 		return []error{fmt.Errorf("policy_file.check_interval: must be > 0, got %v", c.CheckInterval)}
 	}
 	return nil
@@ -97,11 +101,19 @@ type Watcher struct {
 	read bool
 	// readErr is the last failure to read the file, reported once.
 	readErr string
+	// field names the file's option in errors.
+	field string
 }
 
 // New watches cfg.Path over base.
 func New(cfg Config, base Base) *Watcher {
-	return &Watcher{cfg: cfg, base: base, unit: policy.NewUnit(base.Budget)}
+	return &Watcher{cfg: cfg, base: base, unit: policy.NewUnit(base.Budget), field: "policy_file.path"}
+}
+
+// NewShadow watches cfg.ShadowPath over base.
+func NewShadow(cfg Config, base Base) *Watcher {
+	cfg.Path = cfg.ShadowPath
+	return &Watcher{cfg: cfg, base: base, unit: policy.NewUnit(base.Budget), field: "policy_file.shadow_path"}
 }
 
 // Load reads the file at start: a missing or invalid file is an error.
@@ -145,7 +157,7 @@ func (w *Watcher) Reloads() (applied, rejected int64) { return w.applied.Load(),
 func (w *Watcher) check() (pol Policy, changed bool, err error) {
 	data, err := os.ReadFile(w.cfg.Path)
 	if err != nil {
-		err = fmt.Errorf("policy_file.path: %w", err)
+		err = fmt.Errorf("%s: %w", w.field, err)
 		if err.Error() == w.readErr {
 			return Policy{}, false, nil
 		}

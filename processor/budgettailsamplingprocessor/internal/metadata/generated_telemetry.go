@@ -55,8 +55,12 @@ type TelemetryBuilder struct {
 	ProcessorBudgetTailSamplingInvalidSpans                   metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingLateSpans                      metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingPeers                          metric.Int64ObservableGauge
+	ProcessorBudgetTailSamplingPolicyBudgetUtilization        metric.Float64ObservableGauge
 	ProcessorBudgetTailSamplingPolicyFileRejected             metric.Int64ObservableGauge
+	ProcessorBudgetTailSamplingPolicyProjectedDaily           metric.Float64ObservableGauge
 	ProcessorBudgetTailSamplingPolicyReloads                  metric.Int64ObservableCounter
+	ProcessorBudgetTailSamplingPolicySpans                    metric.Int64ObservableCounter
+	ProcessorBudgetTailSamplingPolicyTraces                   metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingPolicyVersion                  metric.Int64ObservableGauge
 	ProcessorBudgetTailSamplingPriorityOverflow               metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingRareCoverage                   metric.Float64ObservableGauge
@@ -471,6 +475,21 @@ func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPeersCallbac
 	return nil
 }
 
+// RegisterProcessorBudgetTailSamplingPolicyBudgetUtilizationCallback sets callback for observable ProcessorBudgetTailSamplingPolicyBudgetUtilization metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPolicyBudgetUtilizationCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ProcessorBudgetTailSamplingPolicyBudgetUtilization, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingPolicyBudgetUtilization)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
 // RegisterProcessorBudgetTailSamplingPolicyFileRejectedCallback sets callback for observable ProcessorBudgetTailSamplingPolicyFileRejected metric.
 func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPolicyFileRejectedCallback(cb metric.Int64Callback) error {
 	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
@@ -486,12 +505,57 @@ func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPolicyFileRe
 	return nil
 }
 
+// RegisterProcessorBudgetTailSamplingPolicyProjectedDailyCallback sets callback for observable ProcessorBudgetTailSamplingPolicyProjectedDaily metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPolicyProjectedDailyCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ProcessorBudgetTailSamplingPolicyProjectedDaily, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingPolicyProjectedDaily)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
 // RegisterProcessorBudgetTailSamplingPolicyReloadsCallback sets callback for observable ProcessorBudgetTailSamplingPolicyReloads metric.
 func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPolicyReloadsCallback(cb metric.Int64Callback) error {
 	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingPolicyReloads, obs: o})
 		return nil
 	}, builder.ProcessorBudgetTailSamplingPolicyReloads)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorBudgetTailSamplingPolicySpansCallback sets callback for observable ProcessorBudgetTailSamplingPolicySpans metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPolicySpansCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingPolicySpans, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingPolicySpans)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorBudgetTailSamplingPolicyTracesCallback sets callback for observable ProcessorBudgetTailSamplingPolicyTraces metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPolicyTracesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingPolicyTraces, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingPolicyTraces)
 	if err != nil {
 		return err
 	}
@@ -1033,16 +1097,40 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{instance}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingPolicyBudgetUtilization, err = builder.meter.Float64ObservableGauge(
+		"otelcol_processor_budget_tail_sampling_policy_budget_utilization",
+		metric.WithDescription("Kept volume over this instance's share of the budget, by policy: live, and with policy_file.shadow_path the shadow candidate's (what it would keep against its budget). [Alpha]"),
+		metric.WithUnit("1"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorBudgetTailSamplingPolicyFileRejected, err = builder.meter.Int64ObservableGauge(
 		"otelcol_processor_budget_tail_sampling_policy_file_rejected",
 		metric.WithDescription("1 while the policy file's current content cannot be applied (invalid, or unreadable) and the sampler keeps the policy it runs; 0 otherwise. [Alpha]"),
 		metric.WithUnit(""),
 	)
 	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingPolicyProjectedDaily, err = builder.meter.Float64ObservableGauge(
+		"otelcol_processor_budget_tail_sampling_policy_projected_daily",
+		metric.WithDescription("What this instance keeps a day at the last adjust interval's rate, in the budget's unit (spans, bytes, or money for monthly_cost), by policy (live, shadow): the shadow's is its forecast. [Alpha]"),
+		metric.WithUnit("{unit}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorBudgetTailSamplingPolicyReloads, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_budget_tail_sampling_policy_reloads",
 		metric.WithDescription("Changes of the policy file's content read, by outcome (applied, or rejected: the running policy stays). [Alpha]"),
 		metric.WithUnit("{reload}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingPolicySpans, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_budget_tail_sampling_policy_spans",
+		metric.WithDescription("Spans of the traces decided, by policy (live, shadow) and decision: what each policy keeps, or would keep. [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingPolicyTraces, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_budget_tail_sampling_policy_traces",
+		metric.WithDescription("Traces decided, by policy (live, shadow), decision and reason: the errors, outliers and rare traces each policy keeps, or would keep. [Alpha]"),
+		metric.WithUnit("{trace}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorBudgetTailSamplingPolicyVersion, err = builder.meter.Int64ObservableGauge(

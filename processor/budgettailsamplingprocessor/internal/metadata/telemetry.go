@@ -66,6 +66,10 @@ const (
 	MetricPolicyVersion     = prefix + "policy_version"
 	MetricPolicyReloads     = prefix + "policy_reloads"
 	MetricPolicyRejected    = prefix + "policy_file_rejected"
+	MetricPolicySpans       = prefix + "policy_spans"
+	MetricPolicyTraces      = prefix + "policy_traces"
+	MetricPolicyProjected   = prefix + "policy_projected_daily"
+	MetricPolicyUtilization = prefix + "policy_budget_utilization"
 )
 
 // Telemetry holds the processor's instruments. Counters are observable: the
@@ -136,6 +140,11 @@ type Telemetry struct {
 	PolicyVersion  metric.Int64ObservableGauge
 	PolicyReloads  metric.Int64ObservableCounter
 	PolicyRejected metric.Int64ObservableGauge
+	// Policy* are per policy (live, shadow).
+	PolicySpans       metric.Int64ObservableCounter
+	PolicyTraces      metric.Int64ObservableCounter
+	PolicyProjected   metric.Float64ObservableGauge
+	PolicyUtilization metric.Float64ObservableGauge
 }
 
 // Observables lists the instruments the processor's callback observes.
@@ -147,7 +156,8 @@ func (t *Telemetry) Observables() []metric.Observable {
 		t.ReliefActive, t.ReliefLevel, t.ReliefSpans, t.ReliefActivations, t.ReliefProb,
 		t.ReliefRecalled, t.ReliefShed, t.ReliefRecallEvicted, t.ReliefRecallBytes, t.KeyFolds,
 		t.DurableBytes, t.DurableReplayed, t.DurableCorrupt, t.DurableFailures, t.DurableSegments, t.DurableTraces, t.DurableSkipped,
-		t.Represented, t.RareCoverage, t.RareProb, t.Budget, t.PolicyVersion, t.PolicyReloads, t.PolicyRejected}
+		t.Represented, t.RareCoverage, t.RareProb, t.Budget, t.PolicyVersion, t.PolicyReloads, t.PolicyRejected,
+		t.PolicySpans, t.PolicyTraces, t.PolicyProjected, t.PolicyUtilization}
 }
 
 // NewTelemetry creates the instruments (generated from metadata.yaml) on
@@ -166,6 +176,10 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 		PolicyVersion:       tb.ProcessorBudgetTailSamplingPolicyVersion,
 		PolicyReloads:       tb.ProcessorBudgetTailSamplingPolicyReloads,
 		PolicyRejected:      tb.ProcessorBudgetTailSamplingPolicyFileRejected,
+		PolicySpans:         tb.ProcessorBudgetTailSamplingPolicySpans,
+		PolicyTraces:        tb.ProcessorBudgetTailSamplingPolicyTraces,
+		PolicyProjected:     tb.ProcessorBudgetTailSamplingPolicyProjectedDaily,
+		PolicyUtilization:   tb.ProcessorBudgetTailSamplingPolicyBudgetUtilization,
 		BufferedBytes:       tb.ProcessorBudgetTailSamplingBufferedBytes,
 		BufferedSpans:       tb.ProcessorBudgetTailSamplingBufferedSpans,
 		BufferedTraces:      tb.ProcessorBudgetTailSamplingBufferedTraces,

@@ -431,6 +431,20 @@ func AssertEqualProcessorBudgetTailSamplingPeers(t *testing.T, tt *componenttest
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorBudgetTailSamplingPolicyBudgetUtilization(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_policy_budget_utilization",
+		Description: "Kept volume over this instance's share of the budget, by policy: live, and with policy_file.shadow_path the shadow candidate's (what it would keep against its budget). [Alpha]",
+		Unit:        "1",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_policy_budget_utilization")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorBudgetTailSamplingPolicyFileRejected(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_budget_tail_sampling_policy_file_rejected",
@@ -441,6 +455,20 @@ func AssertEqualProcessorBudgetTailSamplingPolicyFileRejected(t *testing.T, tt *
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_policy_file_rejected")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorBudgetTailSamplingPolicyProjectedDaily(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_policy_projected_daily",
+		Description: "What this instance keeps a day at the last adjust interval's rate, in the budget's unit (spans, bytes, or money for monthly_cost), by policy (live, shadow): the shadow's is its forecast. [Alpha]",
+		Unit:        "{unit}",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_policy_projected_daily")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
@@ -457,6 +485,38 @@ func AssertEqualProcessorBudgetTailSamplingPolicyReloads(t *testing.T, tt *compo
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_policy_reloads")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorBudgetTailSamplingPolicySpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_policy_spans",
+		Description: "Spans of the traces decided, by policy (live, shadow) and decision: what each policy keeps, or would keep. [Alpha]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_policy_spans")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorBudgetTailSamplingPolicyTraces(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_policy_traces",
+		Description: "Traces decided, by policy (live, shadow), decision and reason: the errors, outliers and rare traces each policy keeps, or would keep. [Alpha]",
+		Unit:        "{trace}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_policy_traces")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -687,6 +687,9 @@ func (v *Volumes) Book(d traceinfo.Decided, vol float64, kept bool, maxKeys int)
 	return folded
 }
 
+// Total is every class's volume.
+func (v *Volumes) Total() float64 { return v.total() }
+
 // Baseline is the volume per baseline service (and weighted rule).
 func (v *Volumes) Baseline() map[string]float64 { return v.baseline }
 

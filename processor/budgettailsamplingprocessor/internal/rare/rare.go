@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Config is rare's configuration.
@@ -48,6 +50,28 @@ type Tracker struct {
 	// seen and those with a trace kept.
 	cmu      sync.Mutex
 	coverage [2]intervalCoverage
+	// short is whether the last policy thinned rare (WarnShortfall's).
+	short bool
+}
+
+// WarnShortfall logs when rare traces start needing more of the budget
+// than is left them (shortfall, a rate in the budget's unit, > 0; they are
+// kept with probability), and when they fit again: rare's coverage gives
+// way, not the weights. Called from one goroutine.
+func (t *Tracker) WarnShortfall(logger *zap.Logger, probability, shortfall float64) {
+	short := shortfall > 0
+	if short == t.short {
+		return
+	}
+	t.short = short
+	if !short {
+		logger.Info("rare.interval: the budget keeps the first trace of every key in each interval again")
+		return
+	}
+	logger.Warn("rare.interval: the budget cannot keep the first trace of every key in each interval at the traffic seen; "+
+		"rare traces are thinned (rare_probability) and some keys go without a kept trace (rare_coverage), th still weighs them right. "+
+		"Raise the budget, lengthen rare.interval or use fewer baseline.keys",
+		zap.Float64("rare_probability", probability), zap.Float64("shortfall_per_second", shortfall), zap.Int("keys", t.Len()))
 }
 
 type intervalCoverage struct{ n, seen, covered int64 }

@@ -1,0 +1,69 @@
+package shadow
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/livepolicy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
+)
+
+// A candidate with half the live budget, shown 5,000 spans/s of baseline
+// traffic (1% errors), would keep its own budget once it has learned the
+// rates, every error included; it kept nothing itself (it has no spans),
+// and its file can change its budget as the live one's can.
+func TestShadowWouldKeepItsOwnBudget(t *testing.T) {
+	budget := policy.BudgetConfig{SpansPerSecond: 1000, Pricing: pricing.DefaultConfig(), Instances: 1, MaxPriorityShare: 0.8}
+	path := filepath.Join(t.TempDir(), "shadow.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("version: half\nbudget:\n  spans_per_second: 500\n"), 0o600))
+	rs, err := rules.Compile(nil, component.TelemetrySettings{Logger: zap.NewNop()})
+	require.NoError(t, err)
+	s := policy.Settings{Budget: budget, AdjustInterval: 2 * time.Second, Smoothing: 0.7, MaxKeys: 100, MinBaselineShare: 0.2}
+	sh, err := New(s, rs, livepolicy.NewShadow(livepolicy.Config{ShadowPath: path, CheckInterval: time.Second}, livepolicy.Base{Budget: budget, MinShare: 0.2}), 4)
+	require.NoError(t, err)
+	assert.Equal(t, "half", sh.Version())
+
+	rnd := rand.New(rand.NewPCG(1, 2))
+	now := time.Unix(1_000_000, 0)
+	sh.Start(now)
+	run := func(seconds int) (kept, errorsSeen, errorsKept int64) {
+		before := sh.Tally()
+		for range seconds {
+			for i := range 5000 {
+				r, _ := sampling.UnsignedToRandomness(rnd.Uint64N(sampling.MaxAdjustedCount))
+				isErr := i%100 == 0
+				sh.Decide(i%4, policy.Traits{Key: "a", Booked: "a", Error: isErr, Rule: -1}, sampling.AlwaysSampleThreshold, r, 1, 100, 1)
+				if isErr {
+					errorsSeen++
+				}
+			}
+			now = now.Add(time.Second)
+			sh.Tick(now)
+		}
+		after := sh.Tally()
+		return after.Spans[1] - before.Spans[1], errorsSeen, after.Traces[1][0] - before.Traces[1][0]
+	}
+	run(20) // learns
+	kept, errorsSeen, errorsKept := run(20)
+	assert.InEpsilon(t, 500, float64(kept)/20, 0.05, "the candidate's budget, not the live one's")
+	assert.Equal(t, errorsSeen, errorsKept, "every error")
+
+	require.NoError(t, os.WriteFile(path, []byte("budget:\n  spans_per_second: 250\n"), 0o600))
+	_, changed, err := sh.CheckFile()
+	require.NoError(t, err)
+	require.True(t, changed)
+	run(2)
+	kept, _, _ = run(20)
+	assert.InEpsilon(t, 250, float64(kept)/20, 0.05, "a new candidate applies at once")
+}
