@@ -104,6 +104,7 @@ type rendered struct {
 	services   []corev1.Service
 	configs    map[string]string // ConfigMap name → config.yaml
 	policy     string            // the samplers' policy.yaml
+	shadow     string            // and its shadow.yaml
 	statefulSt *appsv1.StatefulSet
 	deployment *appsv1.Deployment
 	rule       *monitoringv1.PrometheusRule
@@ -121,9 +122,12 @@ func (r rendered) withPolicyFile(t *testing.T, cfg string) string {
 		return cfg
 	}
 	require.NotEmpty(t, r.policy, "the config reads a policy file the chart renders")
-	path := filepath.Join(t.TempDir(), "policy.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(r.policy), 0o600))
-	return strings.ReplaceAll(cfg, policyMount, path)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(r.policy), 0o600))
+	if r.shadow != "" {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "shadow.yaml"), []byte(r.shadow), 0o600))
+	}
+	return strings.ReplaceAll(cfg, filepath.Dir(policyMount), dir)
 }
 
 // kubeVersion is the cluster version the chart is rendered for: helm
@@ -157,7 +161,7 @@ func renderChart(t *testing.T, args []string) rendered {
 				continue
 			}
 			if policy, ok := cm.Data["policy.yaml"]; ok {
-				r.policy = policy
+				r.policy, r.shadow = policy, cm.Data["shadow.yaml"]
 				continue
 			}
 			r.configs[cm.Name] = cm.Data["config.yaml"]
@@ -639,6 +643,22 @@ func TestChartPolicyChangeRollsNoSampler(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sampler.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(money.withPolicyFile(t, money.configs["cost-otelcol-cost-sampler"])), 0o600))
 	out, err := validate(t, []string{"POD_IP=10.1.2.3"}, path)
+	require.NoError(t, err, out)
+
+	// A shadow candidate: its file beside the live one, read by the
+	// samplers (the built binary accepts both), its numbers outside the
+	// pod template too.
+	shadowArgs := append(base, "--set", "policy.shadow.budget=400", "--set", "policy.shadow.version=candidate")
+	withShadow := renderChart(t, shadowArgs)
+	moreShadow := renderChart(t, append(shadowArgs, "--set", "policy.shadow.budget=300"))
+	assert.Equal(t, withShadow.statefulSt.Spec.Template, moreShadow.statefulSt.Spec.Template, "changing the candidate rolls no pod")
+	assert.Contains(t, withShadow.shadow, "spans_per_second: 400")
+	assert.Contains(t, withShadow.shadow, `version: "candidate"`)
+	assert.Contains(t, withShadow.shadow, "max_priority_share: 0.8", "the live share by default")
+	assert.Contains(t, moreShadow.shadow, "spans_per_second: 300")
+	path = filepath.Join(t.TempDir(), "shadow-sampler.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(withShadow.withPolicyFile(t, withShadow.configs["cost-otelcol-cost-sampler"])), 0o600))
+	out, err = validate(t, []string{"POD_IP=10.1.2.3"}, path)
 	require.NoError(t, err, out)
 
 	off := append(base, "--set", "policy.enabled=false")

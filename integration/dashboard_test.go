@@ -57,7 +57,12 @@ func TestE2EDashboardPanelsHaveData(t *testing.T) {
 	}
 	overlay := filepath.Join(t.TempDir(), "budgets.yaml")
 	require.NoError(t, os.WriteFile(overlay, []byte(serviceBudgets), 0o600))
-	tr := startTier(t, tierOptions{samplers: 2, budget: 400, samplerConfig: []string{configPath("sampler.yaml"), overlay}})
+	// With the chart's default live policy file, and a shadow candidate.
+	policy, candidate := filepath.Join(t.TempDir(), "policy.yaml"), filepath.Join(t.TempDir(), "shadow.yaml")
+	require.NoError(t, os.WriteFile(policy, []byte("version: v1\nbudget:\n  spans_per_second: 400\n"), 0o600))
+	require.NoError(t, os.WriteFile(candidate, []byte("version: v2\nbudget:\n  spans_per_second: 200\n"), 0o600))
+	tr := startTier(t, tierOptions{samplers: 2, budget: 400, samplerConfig: []string{configPath("sampler.yaml"), overlay},
+		samplerEnv: map[string]string{"POLICY_FILE": policy, "POLICY_SHADOW_FILE": candidate}})
 	var samplers []string
 	for _, s := range tr.samplers {
 		samplers = append(samplers, s.Metrics)
