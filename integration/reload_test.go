@@ -14,6 +14,26 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/internal/procwatch"
 )
 
+// keptRate is the spans per second the tier's sinks received in [from, to).
+func (tr *tier) keptRate(from, to time.Time) float64 {
+	n := 0
+	for _, s := range tr.sinks {
+		n += s.spansBetween(from, to)
+	}
+	return float64(n) / to.Sub(from).Seconds()
+}
+
+// protectedMissing counts the error and slow traces sent and not kept.
+func (o outcome) protectedMissing(lg *loadGen) int {
+	missing := 0
+	for id, st := range lg.traces {
+		if (st.Error || st.Slow) && !o.keptTraces[id] {
+			missing++
+		}
+	}
+	return missing
+}
+
 // writePolicy replaces the policy file as the kubelet updates a mounted
 // ConfigMap: a new file renamed over the old, never a half-written one.
 func writePolicy(t *testing.T, path, content string) {
@@ -97,21 +117,9 @@ func TestE2EPolicyReload(t *testing.T) {
 	assert.Zero(t, lg.lost, "every request accepted")
 	assert.Zero(t, o.split, "no trace kept by two samplers")
 	assert.Empty(t, o.incomplete, "every kept trace complete")
-	missing := 0
-	for id, st := range lg.traces {
-		if (st.Error || st.Slow) && !o.keptTraces[id] {
-			missing++
-		}
-	}
-	assert.Zero(t, missing, "every error and slow trace kept")
+	assert.Zero(t, o.protectedMissing(lg), "every error and slow trace kept")
 
-	rate := func(from, to time.Time) float64 {
-		n := 0
-		for _, s := range tr.sinks {
-			n += s.spansBetween(from, to)
-		}
-		return float64(n) / to.Sub(from).Seconds()
-	}
+	rate := tr.keptRate
 	before := rate(start.Add(12*time.Second), changed)
 	// From one decision wait (4 s) after the change, what is kept was
 	// decided under the new budget.
@@ -160,13 +168,7 @@ func TestE2EPolicyReloadThroughSIGHUP(t *testing.T) {
 
 	o := collectOutcome(lg, tr.sinks)
 	assert.Zero(t, lg.lost, "every request accepted")
-	rate := func(from, to time.Time) float64 {
-		n := 0
-		for _, s := range tr.sinks {
-			n += s.spansBetween(from, to)
-		}
-		return float64(n) / to.Sub(from).Seconds()
-	}
+	rate := tr.keptRate
 	before := rate(start.Add(12*time.Second), changed)
 	// After a reload the sampler primes again (its rates are gone):
 	// measured from one adjust interval more.
@@ -236,13 +238,7 @@ func TestE2EShadowForecastThenPromote(t *testing.T) {
 		}
 		return sum / 86400
 	}
-	rate := func(from, to time.Time) float64 {
-		n := 0
-		for _, s := range tr.sinks {
-			n += s.spansBetween(from, to)
-		}
-		return float64(n) / to.Sub(from).Seconds()
-	}
+	rate := tr.keptRate
 
 	lg := newLoadGen(t, tr.gateway, 300, 1)
 	done := lg.start(110 * time.Second)
