@@ -172,7 +172,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		if err != nil {
 			return nil, err
 		}
-		p.adj.Retune(pol.Retune)
+		p.adj.RetuneNow(pol.Retune)
 	}
 	if cfg.PolicyFile.ShadowPath != "" {
 		if p.shadow, err = shadow.New(settings, rs, livepolicy.NewShadow(cfg.PolicyFile, base), n); err != nil {

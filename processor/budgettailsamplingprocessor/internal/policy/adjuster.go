@@ -64,6 +64,14 @@ type Retune struct {
 // the policy again from the rates learned: no interval is lost.
 func (a *Adjuster) Retune(r Retune) { a.retune.Store(&r) }
 
+// RetuneNow applies r at once: before Start (the policy file read at
+// start: no tick runs with the configuration's budget), or on the
+// adjusting goroutine.
+func (a *Adjuster) RetuneNow(r Retune) {
+	a.Retune(r)
+	a.applyRetune()
+}
+
 // applyRetune runs on the adjusting goroutine.
 func (a *Adjuster) applyRetune() {
 	r := a.retune.Swap(nil)

@@ -387,3 +387,12 @@ func TestReloadRetuneKeepsTheRatesAndAppliesAtOnce(t *testing.T) {
 	}
 	assert.InDelta(t, before/2, a.Policy().MeanProb(), 0.02)
 }
+
+// A policy file read at start applies before the first tick: relief and
+// priming never see the configuration's budget (the chart's placeholder).
+func TestReloadRetuneNowBeforeStart(t *testing.T) {
+	a := NewAdjuster(settings(1), noRules(t), func() (Volumes, float64, int64) { return NewVolumes(0), 0, 0 })
+	a.RetuneNow(Retune{PerSecond: 900, MaxPriorityShare: 0.8})
+	assert.Equal(t, 900.0, a.Budget())
+	assert.Equal(t, 900.0, a.Share())
+}

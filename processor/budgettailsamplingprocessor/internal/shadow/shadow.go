@@ -77,7 +77,7 @@ func New(s policy.Settings, rs *rules.Set, file *livepolicy.Watcher, stripes int
 		sh.stripes[i].volumes = policy.NewVolumes(rs.Len())
 	}
 	sh.adj = policy.NewAdjuster(s, rs, sh.drain)
-	sh.adj.Retune(pol.Retune)
+	sh.adj.RetuneNow(pol.Retune)
 	return sh, nil
 }
 
