@@ -103,6 +103,8 @@ type Watcher struct {
 	readErr string
 	// field names the file's option in errors.
 	field string
+	// lastValid is whether the content last read could be applied.
+	lastValid bool
 }
 
 // New watches cfg.Path over base.
@@ -167,10 +169,14 @@ func (w *Watcher) check() (pol Policy, changed bool, err error) {
 	w.readErr = ""
 	sum := sha256.Sum256(data)
 	if w.read && sum == w.last {
+		// Unchanged (back after an unreadable spell, maybe): rejected
+		// as long as this content is.
+		w.rejected.Store(!w.lastValid)
 		return Policy{}, false, nil
 	}
 	w.last, w.read = sum, true
 	pol, err = w.parse(data)
+	w.lastValid = err == nil
 	if err == nil && pol.Version == "" {
 		pol.Version = hex.EncodeToString(sum[:6])
 	}

@@ -94,10 +94,12 @@ func TestReloadFileGoneIsReportedOnce(t *testing.T) {
 	require.Error(t, err)
 	_, changed, _ = w.Check()
 	assert.False(t, changed)
+	assert.True(t, w.Rejected(), "while it is gone")
 	write("budget:\n  spans_per_second: 500\n")
 	_, changed, err = w.Check()
 	assert.False(t, changed)
 	assert.NoError(t, err)
+	assert.False(t, w.Rejected(), "back with the running content: nothing rejected")
 }
 
 func TestReloadStatusFollowsTheFile(t *testing.T) {
