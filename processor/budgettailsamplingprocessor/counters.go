@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/shadow"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
@@ -20,7 +21,7 @@ type counters struct {
 	invalid         [traceinfo.NumInvalidCauses]int64
 	droppedTooEarly int64
 	overflow        [traceinfo.NumClasses]int64
-	rules           []ruleCounters // per rule
+	rules           []rules.Counts // per rule slot
 	// relief counts the spans of new traces decided at arrival, by decision.
 	relief [2]int64
 	// keyFolds counts traces booked under _other past baseline.max_keys.
@@ -32,21 +33,6 @@ type counters struct {
 	// shed counts spans of traces decided early because the heap was past
 	// relief's activation level (shedOnMemory).
 	shed int64
-}
-
-// ruleCounters are one rule's totals.
-type ruleCounters struct {
-	matched, kept, dropped, errors int64
-}
-
-// decided counts a trace the rule matched, kept or not.
-func (r *ruleCounters) decided(kept bool) {
-	r.matched++
-	if kept {
-		r.kept++
-	} else {
-		r.dropped++
-	}
 }
 
 // count records a decision, or a late fragment that followed one.
@@ -86,13 +72,10 @@ func (c *counters) add(o *counters) {
 		c.overflow[i] += o.overflow[i]
 	}
 	if len(c.rules) < len(o.rules) {
-		c.rules = append(c.rules, make([]ruleCounters, len(o.rules)-len(c.rules))...)
+		c.rules = append(c.rules, make([]rules.Counts, len(o.rules)-len(c.rules))...)
 	}
 	for i, r := range o.rules {
-		c.rules[i].matched += r.matched
-		c.rules[i].kept += r.kept
-		c.rules[i].dropped += r.dropped
-		c.rules[i].errors += r.errors
+		c.rules[i].Add(r)
 	}
 }
 
@@ -140,13 +123,7 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 		o.ObserveInt64(t.PriorityOverflow, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("class", traceinfo.ClassNames[i]))))
 	}
 	o.ObserveInt64(t.ForwardFailed, p.fwd.Failed())
-	for i, rc := range c.rules {
-		a := p.ruleAttrs[i]
-		o.ObserveInt64(t.RuleTraces, rc.matched, a[0])
-		o.ObserveInt64(t.RuleTraces, rc.kept, a[1])
-		o.ObserveInt64(t.RuleTraces, rc.dropped, a[2])
-		o.ObserveInt64(t.RuleErrors, rc.errors, a[3])
-	}
+	p.observeRules(o, c.rules)
 	if p.red != nil {
 		p.red.ObserveRepresented(o, t.Represented)
 	}
@@ -203,4 +180,16 @@ func (p *budgetTailSampler) observeRelief(o metric.Observer, c *counters) {
 	o.ObserveInt64(t.ReliefShed, c.shed)
 	o.ObserveInt64(t.ReliefRecallEvicted, c.recallEvicted)
 	o.ObserveInt64(t.ReliefRecallBytes, c.recallBytes)
+}
+
+// observeRules reports each rule's counters by name.
+func (p *budgetTailSampler) observeRules(o metric.Observer, slots []rules.Counts) {
+	t := p.tel
+	for name, rc := range p.adj.Rules().ByName(slots) {
+		rule := attribute.String("rule", name)
+		o.ObserveInt64(t.RuleTraces, rc.Matched, metric.WithAttributeSet(attribute.NewSet(rule, attribute.String("outcome", "matched"))))
+		o.ObserveInt64(t.RuleTraces, rc.Kept, metric.WithAttributeSet(attribute.NewSet(rule, attribute.String("outcome", "kept"))))
+		o.ObserveInt64(t.RuleTraces, rc.Dropped, metric.WithAttributeSet(attribute.NewSet(rule, attribute.String("outcome", "dropped"))))
+		o.ObserveInt64(t.RuleErrors, rc.Errors, metric.WithAttributeSet(attribute.NewSet(rule)))
+	}
 }

@@ -122,10 +122,11 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	defer p.tel.DecisionLatency.Record(context.Background(), resident.Seconds())
 	defer sh.Release(t)
 	held := sh.Held(t)
-	ruleIdx := p.rules.First(&t.Summary)
+	rs := p.adj.Rules()
+	ruleIdx := rs.First(&t.Summary)
 	var matched *rules.Rule
 	if ruleIdx >= 0 {
-		matched = p.rules.Rule(ruleIdx)
+		matched = rs.Rule(ruleIdx)
 		if matched.Action == rules.ActionDrop {
 			if p.red != nil {
 				p.red.Trace(held.Key, t.Spans, t.HasError, t.Dur, red.Weights{})
@@ -185,7 +186,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	r := d.Class
 	if d.Rule >= 0 {
 		r = traceinfo.ReasonRule
-		sh.counters.rules[d.Rule].decided(keep)
+		sh.counters.rules[d.Rule].Decided(keep)
 	}
 	if cause != traceinfo.ReasonBaseline {
 		r = cause
@@ -217,7 +218,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 func (p *budgetTailSampler) dropByRule(sh *shard, t *tracebuf.Trace, ruleIdx int, cause traceinfo.Reason, now time.Time) {
 	sh.Record(t.ID, traceinfo.NotSampled, traceinfo.Decided{Class: traceinfo.ReasonRule, Rule: int16(ruleIdx), At: now.UnixNano(),
 		Recent: t.LastFingerprints()}, t.Entry(), true)
-	sh.counters.rules[ruleIdx].decided(false)
+	sh.counters.rules[ruleIdx].Decided(false)
 	r := traceinfo.ReasonRule
 	if cause != traceinfo.ReasonBaseline {
 		r = cause

@@ -96,7 +96,7 @@ func (p *budgetTailSampler) splitRequest(td ptrace.Traces) (*split.Request, erro
 			sh.counters.invalid[c] += n
 		}
 		for i, n := range req.RuleErrors {
-			sh.counters.rules[i].errors += n
+			sh.counters.rules[i].Errors += n
 		}
 		sh.mu.Unlock()
 	}
@@ -176,7 +176,7 @@ func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.C
 		if p.red != nil {
 			// Weighed as made here, as kept where it is forwarded.
 			var w red.Weights
-			if d.Rule < 0 || p.rules.Rule(int(d.Rule)).Action != rules.ActionDrop {
+			if !p.droppedByRule(d) {
 				w.Made = float64(f.Spans) * f.InThreshold().AdjustedCount()
 			}
 			p.red.Spans(d.Service, f.Spans, w)
@@ -258,12 +258,20 @@ func (p *budgetTailSampler) representKept(key string, spans int, th sampling.Thr
 	}
 }
 
+// droppedByRule reports whether d is a drop rule's decision. A rule's slot
+// keeps its action while the sampler runs (rules.Set.Next); a peer's
+// decision may name a slot this sampler does not have.
+func (p *budgetTailSampler) droppedByRule(d *traceinfo.Decided) bool {
+	rs := p.adj.Rules()
+	return d.Rule >= 0 && int(d.Rule) < rs.Len() && rs.Rule(int(d.Rule)).Action == rules.ActionDrop
+}
+
 // followNotSampled drops a late fragment of a trace decided not-sampled,
 // unless it carries an error: then it is decided as an error trace on what
 // it holds (a partial error trace beats none), and what follows it too.
 func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tracebuf.Known, z size, out *forward.Kept) {
 	d := *sh.DecisionOf(k)
-	if d.Rule >= 0 && p.rules.Rule(int(d.Rule)).Action == rules.ActionDrop {
+	if p.droppedByRule(&d) {
 		// Dropped by a rule: whatever follows, errors included.
 		sh.counters.countLate(traceinfo.NotSampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
 		p.dryRunNotKept(f, out)

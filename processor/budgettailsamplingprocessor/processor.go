@@ -57,7 +57,6 @@ type budgetTailSampler struct {
 	totals   *spanmem.Totals
 	groups   *outliers.Groups
 	codec    spanmem.Codec
-	rules    *rules.Set
 	splitter *split.Splitter
 	adj      *policy.Adjuster
 	fwd      *forward.Forwarder
@@ -93,8 +92,6 @@ type budgetTailSampler struct {
 	stopOnce sync.Once
 
 	reasonAttrs [2][traceinfo.NumReasons]metric.MeasurementOption
-	// ruleAttrs are per rule: matched, kept, dropped, errors.
-	ruleAttrs [][4]metric.MeasurementOption
 }
 
 // shard is one slice of the buffer, chosen by trace ID, with its lock and
@@ -141,7 +138,6 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		unit:   policy.NewUnit(cfg.Budget),
 		groups: outliers.New(cfg.Outliers),
 		codec:  spanmem.NewCodec(cfg.BufferCompression == compressionS2),
-		rules:  rs,
 		totals: spanmem.NewTotals(cfg.MaxTraces, cfg.MaxBufferedBytes, n, cfg.BufferMemory == bufferMemoryMapped),
 		stop:   make(chan struct{}),
 	}
@@ -165,17 +161,19 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		Smoothing: cfg.Smoothing, MaxKeys: p.maxKeys, MinBaselineShare: cfg.Baseline.MinShare, RareInterval: cfg.Rare.Interval}
 	p.adj = policy.NewAdjuster(settings, rs, p.drain)
 	p.fwd = p.newForwarder(next)
-	base := livepolicy.Base{Budget: cfg.Budget, MinShare: cfg.Baseline.MinShare}
+	base := livepolicy.Base{Budget: cfg.Budget, MinShare: cfg.Baseline.MinShare, Keys: cfg.Baseline.Keys, Rules: cfg.Rules,
+		Telemetry: set.TelemetrySettings}
 	if cfg.PolicyFile.Path != "" {
 		p.live = livepolicy.New(cfg.PolicyFile, base)
 		pol, err := p.live.Load()
 		if err != nil {
 			return nil, err
 		}
+		p.applyLive(pol)
 		p.adj.RetuneNow(pol.Retune)
 	}
 	if cfg.PolicyFile.ShadowPath != "" {
-		if p.shadow, err = shadow.New(settings, rs, livepolicy.NewShadow(cfg.PolicyFile, base), n); err != nil {
+		if p.shadow, err = shadow.New(settings, p.adj.Rules(), livepolicy.NewShadow(cfg.PolicyFile, base), n); err != nil {
 			return nil, err
 		}
 	}
@@ -184,7 +182,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		p.shards = append(p.shards, &shard{
 			index:    len(p.shards),
 			Buffer:   tracebuf.New(per(cfg.DecisionCache.SampledSize), per(cfg.DecisionCache.NotSampledSize), p.totals),
-			counters: counters{rules: make([]ruleCounters, rs.Len())},
+			counters: counters{rules: make([]rules.Counts, rules.MaxSlots)},
 			volumes:  policy.NewVolumes(rs.Len()),
 		})
 	}
@@ -221,14 +219,6 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 			p.reasonAttrs[d][r] = metric.WithAttributeSet(attribute.NewSet(
 				attribute.String("decision", traceinfo.DecisionNames[d]), attribute.String("reason", traceinfo.ReasonNames[r])))
 		}
-	}
-	for _, name := range rs.Names() {
-		var a [4]metric.MeasurementOption
-		for i, outcome := range []string{"matched", "kept", "dropped"} {
-			a[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", name), attribute.String("outcome", outcome)))
-		}
-		a[3] = metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", name)))
-		p.ruleAttrs = append(p.ruleAttrs, a)
 	}
 	p.reg, err = tel.Meter.RegisterCallback(p.observe, tel.Observables()...)
 	if err != nil {
@@ -303,23 +293,22 @@ func (p *budgetTailSampler) Start(ctx context.Context, host component.Host) erro
 // with the rates, the buffer and the caches kept, so that no trace is split.
 // A file that cannot be applied leaves the running policy.
 func (p *budgetTailSampler) checkPolicy() {
-	if p.live != nil {
-		p.applyPolicy("live", p.live.Check, p.adj.Retune)
-	}
-	if p.shadow != nil {
-		p.applyPolicy("shadow", p.shadow.CheckFile, func(policy.Retune) {}) // CheckFile retunes it
-	}
+	p.live.Poll(p.logger, func(pol livepolicy.Policy) {
+		p.applyLive(pol)
+		p.adj.Retune(pol.Retune)
+	})
+	p.shadow.Poll(p.logger)
 }
 
-func (p *budgetTailSampler) applyPolicy(which string, check func() (livepolicy.Policy, bool, error), retune func(policy.Retune)) {
-	switch pol, changed, err := check(); {
-	case err != nil:
-		p.logger.Error("policy file rejected: the running policy stays", zap.String("policy", which), zap.Error(err))
-	case changed:
-		retune(pol.Retune)
-		p.logger.Info("policy file applied", zap.String("policy", which), zap.String("version", pol.Version), zap.Float64("budget_per_second", pol.Retune.PerSecond),
-			zap.Float64("max_priority_share", pol.Retune.MaxPriorityShare))
-	}
+// applyLive hands the file's rules and keys on. Spans are matched with the
+// new rules from the next request; decisions apply them from the
+// adjuster's next tick, once it planned for them. Rules keep their slots
+// (rules.Set.Next), so buffered traces' matches stand either way.
+func (p *budgetTailSampler) applyLive(pol livepolicy.Policy) {
+	p.splitter.SetRules(pol.Rules)
+	p.splitter.SetKeys(pol.Keys)
+	p.adj.SetRules(pol.Rules)
+	p.shadow.SetRules(pol.Rules)
 }
 
 // tickInterval is how often expired traces are looked for: a tenth of the
@@ -414,11 +403,12 @@ func (p *budgetTailSampler) since(now time.Time, i tracebuf.Instant) time.Durati
 // drain takes the shards' decided volumes, intake and fragment counts since
 // the last call (policy.Drain).
 func (p *budgetTailSampler) drain() (v policy.Volumes, intake float64, fragments int64) {
-	v = policy.NewVolumes(p.rules.Len())
+	slots := p.adj.Rules().Len()
+	v = policy.NewVolumes(slots)
 	for _, sh := range p.shards {
 		sh.mu.Lock()
 		cur := sh.volumes
-		sh.volumes = policy.NewVolumes(p.rules.Len())
+		sh.volumes = policy.NewVolumes(slots)
 		intake += sh.intake
 		sh.intake = 0
 		fragments += sh.fragments

@@ -40,8 +40,9 @@ func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragmen
 	dropped := false
 	// Rules match spans, so a fragment's matches are known now; one that
 	// matches only a later fragment of the trace is too late for it.
-	if i := p.rules.First(&f.Summary); i >= 0 {
-		r := p.rules.Rule(i)
+	rs := p.adj.Rules()
+	if i := rs.First(&f.Summary); i >= 0 {
+		r := rs.Rule(i)
 		d.Rule, reason = int16(i), traceinfo.ReasonRule
 		switch {
 		case r.Action == rules.ActionDrop:
@@ -109,7 +110,7 @@ func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragmen
 		sh.volumes.Book(d, vol, keep, p.maxKeys)
 	}
 	if d.Rule >= 0 {
-		sh.counters.rules[d.Rule].decided(keep)
+		sh.counters.rules[d.Rule].Decided(keep)
 	}
 	sh.counters.count(dec, reason, f.Spans, f.Bytes)
 	sh.counters.relief[dec] += int64(f.Spans)

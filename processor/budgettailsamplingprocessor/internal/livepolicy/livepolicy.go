@@ -1,7 +1,7 @@
 // Package livepolicy reads the policy file: the part of the sampler's
 // policy that may change while it runs (the budget's amount, the priority
-// cap, the baseline's floor), validated field by field, and notices when
-// the file's content changes.
+// cap, the baseline's floor and fairness keys, the rules), validated field
+// by field, and notices when the file's content changes.
 //
 // It owns reading, decoding and validating the file, its version and the
 // metrics of its status. It must not know the buffer or when the adjuster
@@ -18,13 +18,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
 )
 
 // Config is policy_file.
@@ -58,6 +62,8 @@ type File struct {
 	Version  string       `mapstructure:"version"`
 	Budget   FileBudget   `mapstructure:"budget"`
 	Baseline FileBaseline `mapstructure:"baseline"`
+	// Rules replace the configuration's rules (an empty list: none).
+	Rules *[]rules.Config `mapstructure:"rules"`
 }
 
 // FileBudget is the budget's amount, in the kind the configuration has.
@@ -68,21 +74,33 @@ type FileBudget struct {
 	MaxPriorityShare *float64 `mapstructure:"max_priority_share"`
 }
 
-// FileBaseline is baseline.min_share.
+// FileBaseline is baseline.min_share and baseline.keys.
 type FileBaseline struct {
-	MinShare *float64 `mapstructure:"min_share"`
+	MinShare *float64  `mapstructure:"min_share"`
+	Keys     *[]string `mapstructure:"keys"`
 }
 
 // Base is what the configuration sets: what the file changes.
 type Base struct {
 	Budget   policy.BudgetConfig
 	MinShare float64
+	Keys     []string
+	Rules    []rules.Config
+	// Telemetry compiles the rules' OTTL.
+	Telemetry component.TelemetrySettings
 }
 
 // Policy is a validated file's effect.
 type Policy struct {
 	Version string
 	Retune  policy.Retune
+	// Rules are the file's rules (else the configuration's) as the
+	// successor of the rules last returned: each keeps its slot
+	// (rules.Set.Next). Nil from a shadow file, which runs the live rules.
+	Rules *rules.Set
+	// Keys are the fairness keys (the file's, else the configuration's);
+	// nil from a shadow file.
+	Keys []split.Key
 }
 
 // Watcher reads the file and remembers the content it last read, so that
@@ -97,8 +115,11 @@ type Watcher struct {
 	cfg  Config
 	base Base
 	unit policy.Unit
-	last [sha256.Size]byte
-	read bool
+	// rules are the rules last returned, which the next follow.
+	rules  *rules.Set
+	shadow bool
+	last   [sha256.Size]byte
+	read   bool
 	// readErr is the last failure to read the file, reported once.
 	readErr string
 	// field names the file's option in errors.
@@ -115,7 +136,7 @@ func New(cfg Config, base Base) *Watcher {
 // NewShadow watches cfg.ShadowPath over base.
 func NewShadow(cfg Config, base Base) *Watcher {
 	cfg.Path = cfg.ShadowPath
-	return &Watcher{cfg: cfg, base: base, unit: policy.NewUnit(base.Budget), field: "policy_file.shadow_path"}
+	return &Watcher{cfg: cfg, base: base, unit: policy.NewUnit(base.Budget), field: "policy_file.shadow_path", shadow: true}
 }
 
 // Load reads the file at start: a missing or invalid file is an error.
@@ -140,6 +161,31 @@ func (w *Watcher) Check() (pol Policy, changed bool, err error) {
 		}
 	}
 	return pol, changed, err
+}
+
+// Poll checks the file (a nil Watcher: no file) and hands a change to
+// apply; a file that cannot be applied is logged, naming the field, and
+// the running policy stays.
+func (w *Watcher) Poll(logger *zap.Logger, apply func(Policy)) {
+	if w == nil {
+		return
+	}
+	which := "live"
+	if w.shadow {
+		which = "shadow"
+	}
+	switch pol, changed, err := w.Check(); {
+	case err != nil:
+		logger.Error("policy file rejected: the running policy stays", zap.String("policy", which), zap.Error(err))
+	case changed:
+		apply(pol)
+		fields := []zap.Field{zap.String("policy", which), zap.String("version", pol.Version),
+			zap.Float64("budget_per_second", pol.Retune.PerSecond), zap.Float64("max_priority_share", pol.Retune.MaxPriorityShare)}
+		if pol.Rules != nil {
+			fields = append(fields, zap.Int("rules", len(pol.Rules.Order())), zap.Int("keys", len(pol.Keys)))
+		}
+		logger.Info("policy file applied", fields...)
+	}
 }
 
 // Version is the version of the last policy Check returned ("" before).
@@ -216,10 +262,50 @@ func (w *Watcher) parse(data []byte) (Policy, error) {
 	if len(errs) == 0 && !u.SameKind(w.unit) {
 		errs = append(errs, fmt.Errorf("budget: the configuration's budget is %s; the file may change its amount, not its kind (or its pricing): change the kind in the configuration", kindOf(w.base.Budget)))
 	}
+	pol := Policy{Version: f.Version, Retune: policy.Retune{PerSecond: u.PerSecond(), MaxPriorityShare: b.MaxPriorityShare, MinBaselineShare: minShare}}
+	if w.shadow {
+		if f.Rules != nil || f.Baseline.Keys != nil {
+			errs = append(errs, errors.New("rules, baseline.keys: a shadow policy evaluates the live rules and keys (what buffered traces matched); change them in the live file (policy_file.path)"))
+		}
+	} else {
+		errs = append(errs, w.parseMatching(f, &pol)...)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Policy{}, fmt.Errorf("policy file %s: %w", w.cfg.Path, err)
 	}
-	return Policy{Version: f.Version, Retune: policy.Retune{PerSecond: u.PerSecond(), MaxPriorityShare: b.MaxPriorityShare, MinBaselineShare: minShare}}, nil
+	if pol.Rules != nil {
+		w.rules = pol.Rules
+	}
+	return pol, nil
+}
+
+// parseMatching compiles the rules and keys, the file's or else the
+// configuration's; the rules follow those last returned.
+func (w *Watcher) parseMatching(f File, pol *Policy) []error {
+	var errs []error
+	cfgs, keys := w.base.Rules, w.base.Keys
+	if f.Rules != nil {
+		cfgs = *f.Rules
+	}
+	if f.Baseline.Keys != nil {
+		keys = *f.Baseline.Keys
+	}
+	prev := w.rules
+	if prev == nil {
+		prev = &rules.Set{}
+	}
+	tel := w.base.Telemetry
+	if tel.Logger == nil {
+		tel.Logger = zap.NewNop()
+	}
+	var err error
+	if pol.Rules, err = prev.Next(cfgs, tel); err != nil {
+		errs = append(errs, err)
+	}
+	if pol.Keys, err = split.ParseKeys("baseline.keys", keys); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
 }
 
 func kindOf(b policy.BudgetConfig) string {

@@ -1,16 +1,20 @@
 package livepolicy
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 )
 
 func watcher(t *testing.T, base policy.BudgetConfig) (*Watcher, func(string)) {
@@ -29,7 +33,8 @@ func TestReloadFileChangesTheAmountOnce(t *testing.T) {
 	write("version: v1\nbudget:\n  spans_per_second: 500\n")
 	pol, err := w.Load()
 	require.NoError(t, err)
-	assert.Equal(t, Policy{Version: "v1", Retune: policy.Retune{PerSecond: 500, MaxPriorityShare: 0.8, MinBaselineShare: 0.2}}, pol)
+	assert.Equal(t, "v1", pol.Version)
+	assert.Equal(t, policy.Retune{PerSecond: 500, MaxPriorityShare: 0.8, MinBaselineShare: 0.2}, pol.Retune)
 	_, changed, err := w.Check()
 	require.NoError(t, err)
 	assert.False(t, changed, "the same content is not applied again")
@@ -62,6 +67,9 @@ func TestReloadInvalidFileNamesTheField(t *testing.T) {
 		{"budget:\n  spans_per_secnd: 5\n", "spans_per_secnd"},
 		{"budget:\n  monthly_cost: 100\n", "not its kind"},
 		{"budget: [1, 2\n", "not YAML"},
+		{"rules:\n  - name: x\n    conditions: ['attributes[\"a\" == 1']\n    action: keep\n", `rules[0] ("x").conditions[0]`},
+		{"rules:\n  - name: x\n    conditions: ['name == \"a\"']\n    action: maybe\n", `rules[0] ("x").action`},
+		{"baseline:\n  keys: [\"\"]\n", "baseline.keys[0]"},
 	} {
 		write(c.content)
 		_, changed, err := w.Check()
@@ -119,4 +127,82 @@ func TestReloadStatusFollowsTheFile(t *testing.T) {
 	assert.Equal(t, "v2", w.Version())
 	applied, rejected := w.Reloads()
 	assert.Equal(t, [2]int64{2, 1}, [2]int64{applied, rejected})
+}
+
+func ruleNames(rs *rules.Set) (active, slots []string) {
+	for _, i := range rs.Order() {
+		active = append(active, rs.Rule(i).Name)
+	}
+	return active, rs.Names()
+}
+
+// Rules in the file replace the configuration's; each keeps its slot while
+// its name and action stay, so that what buffered traces matched and what
+// was decided keep their meaning.
+func TestReloadRulesKeepTheirSlots(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o600)) }
+	base := Base{Budget: policy.BudgetConfig{SpansPerSecond: 1000, MaxPriorityShare: 0.8, Instances: 1, Pricing: pricing.DefaultConfig()},
+		Rules: []rules.Config{{Name: "health", Conditions: []string{`name == "/health"`}, Action: "drop"}},
+		Keys:  []string{"service.name"}, Telemetry: componenttest.NewNopTelemetrySettings()}
+	w := New(Config{Path: path, CheckInterval: time.Second}, base)
+	write("version: v1\n")
+	pol, err := w.Load()
+	require.NoError(t, err)
+	active, slots := ruleNames(pol.Rules)
+	assert.Equal(t, []string{"health"}, active, "no rules in the file: the configuration's")
+	assert.Equal(t, []string{"health"}, slots)
+	assert.Len(t, pol.Keys, 1)
+
+	write(`rules:
+  - name: vip
+    conditions: ['resource.attributes["tier"] == "gold"']
+    action: keep
+  - name: health
+    conditions: ['name == "/healthz"']
+    action: drop
+baseline:
+  keys: [service.name, http.route]
+`)
+	pol, changed, err := w.Check()
+	require.NoError(t, err)
+	require.True(t, changed)
+	active, slots = ruleNames(pol.Rules)
+	assert.Equal(t, []string{"vip", "health"}, active, "tried in the file's order")
+	assert.Equal(t, []string{"health", "vip"}, slots, "health keeps slot 0; vip takes a new one")
+	assert.Equal(t, []int{1, 0}, pol.Rules.Order())
+	assert.Len(t, pol.Keys, 2)
+
+	write("rules:\n  - name: health\n    conditions: ['name == \"/health\"']\n    action: keep\n")
+	pol, _, err = w.Check()
+	require.NoError(t, err)
+	active, slots = ruleNames(pol.Rules)
+	assert.Equal(t, []string{"health"}, active)
+	assert.Equal(t, []string{"health", "vip", "health"}, slots, "an action changed takes a new slot: late spans of its drops stay dropped")
+	assert.True(t, pol.Rules.Rule(0).Retired)
+	assert.Equal(t, rules.ActionDrop, pol.Rules.Rule(0).Action)
+	assert.True(t, pol.Rules.Rule(1).Retired)
+
+	// Slots are never reused: past 64 names in a sampler's life the file
+	// is refused, naming the way out.
+	var many strings.Builder
+	many.WriteString("rules:\n")
+	for i := range 62 {
+		fmt.Fprintf(&many, "  - name: r%d\n    conditions: ['name == \"x\"']\n    action: drop\n", i)
+	}
+	write(many.String())
+	_, _, err = w.Check()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "restart the sampler")
+}
+
+func TestReloadShadowFileRunsTheLiveRules(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shadow.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("rules: []\n"), 0o600))
+	w := NewShadow(Config{ShadowPath: path, CheckInterval: time.Second}, Base{Budget: policy.BudgetConfig{SpansPerSecond: 1000,
+		MaxPriorityShare: 0.8, Instances: 1, Pricing: pricing.DefaultConfig()}})
+	_, err := w.Load()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "policy_file")
+	assert.Contains(t, err.Error(), "live rules")
 }

@@ -31,14 +31,16 @@ type Drain func() (v Volumes, intake float64, fragments int64)
 // decided, or, while priming, every tick from the volume received. Tick and
 // Adjust run on one goroutine; Policy, Priming and Share are read from any.
 type Adjuster struct {
-	s      Settings
-	unit   Unit
-	rules  *rules.Set
-	drain  Drain
-	est    *estimator
-	policy atomic.Pointer[Policy]
-	peers  atomic.Int64
-	egress *EgressMeter
+	s     Settings
+	unit  Unit
+	rules atomic.Pointer[rules.Set]
+	// nextRules is a rule set the next Tick applies (SetRules).
+	nextRules atomic.Pointer[rules.Set]
+	drain     Drain
+	est       *estimator
+	policy    atomic.Pointer[Policy]
+	peers     atomic.Int64
+	egress    *EgressMeter
 	// pinned: Pin set the policy, which stays.
 	pinned  atomic.Bool
 	lastAdj time.Time
@@ -72,16 +74,42 @@ func (a *Adjuster) RetuneNow(r Retune) {
 	a.applyRetune()
 }
 
-// applyRetune runs on the adjusting goroutine.
+// SetRules changes the rules at the next Tick (a set that follows the
+// running one: rules.Set.Next), planned at once from the rates learned.
+// Decisions read the rules from Rules, which changes with the policy.
+func (a *Adjuster) SetRules(rs *rules.Set) { a.nextRules.Store(rs) }
+
+// SetRulesNow applies rs at once (see RetuneNow).
+func (a *Adjuster) SetRulesNow(rs *rules.Set) {
+	a.SetRules(rs)
+	a.applyRetune()
+}
+
+// Rules are the rules decisions apply now.
+func (a *Adjuster) Rules() *rules.Set { return a.rules.Load() }
+
+// applyRetune runs on the adjusting goroutine. New rules are published
+// after the policy planned for them, so that a decision under a new keep
+// rule reads its probability (a policy never lacks one: Keep is 1 past
+// what it planned).
 func (a *Adjuster) applyRetune() {
 	r := a.retune.Swap(nil)
-	if r == nil {
+	rs := a.nextRules.Swap(nil)
+	if r == nil && rs == nil {
 		return
 	}
-	a.perSecond.Store(math.Float64bits(r.PerSecond))
-	a.est.maxShare, a.est.minShare = r.MaxPriorityShare, r.MinBaselineShare
+	if r != nil {
+		a.perSecond.Store(math.Float64bits(r.PerSecond))
+		a.est.maxShare, a.est.minShare = r.MaxPriorityShare, r.MinBaselineShare
+	}
+	if rs != nil {
+		a.est.setRules(rs)
+	}
 	if !a.priming.Load() && !a.pinned.Load() && a.est.primed {
 		a.policy.Store(a.est.plan(a.Share()))
+	}
+	if rs != nil {
+		a.rules.Store(rs)
 	}
 }
 
@@ -92,7 +120,8 @@ func (a *Adjuster) Budget() float64 { return math.Float64frombits(a.perSecond.Lo
 // static instances as peers.
 func NewAdjuster(s Settings, rs *rules.Set, drain Drain) *Adjuster {
 	u := NewUnit(s.Budget)
-	a := &Adjuster{s: s, unit: u, rules: rs, drain: drain, est: newEstimator(s, rs), egress: newEgressMeter(u)}
+	a := &Adjuster{s: s, unit: u, drain: drain, est: newEstimator(s, rs), egress: newEgressMeter(u)}
+	a.rules.Store(rs)
 	a.peers.Store(int64(s.Budget.Instances))
 	a.perSecond.Store(math.Float64bits(u.perSecond))
 	a.policy.Store(KeepAll(rs.Len()))
@@ -145,7 +174,7 @@ func (a *Adjuster) Start(now time.Time) {
 
 func (a *Adjuster) startPriming(now time.Time) {
 	a.est.reset()
-	a.prime = primeState{lastTick: now, decided: NewVolumes(a.rules.Len())}
+	a.prime = primeState{lastTick: now, decided: NewVolumes(a.Rules().Len())}
 	a.priming.Store(true)
 }
 
@@ -252,7 +281,7 @@ func (a *Adjuster) primeTick(now time.Time) {
 	}
 	if rate := ps.intakeRate(now); rate > 0 {
 		pr := fraction(share, rate)
-		pol := KeepAll(a.rules.Len())
+		pol := KeepAll(a.Rules().Len())
 		pol.newService, pol.other, pol.meanProb = pr, pr, pr.P
 		a.policy.Store(pol)
 	}

@@ -299,6 +299,23 @@ func newEstimator(s Settings, rs *rules.Set) *estimator {
 	return e
 }
 
+// setRules follows the rules of a running sampler: the rates of the rules
+// that keep their slot stay; new slots start at zero; a retired weighted
+// sample rule leaves the baseline.
+func (e *estimator) setRules(rs *rules.Set) {
+	if n := rs.Len(); n > len(e.rules) {
+		e.rules = append(e.rules, make([]float64, n-len(e.rules))...)
+	}
+	for key := range e.baseline {
+		if isRuleKey(key) && rs.ByKey(key) == nil {
+			delete(e.baseline, key)
+			delete(e.slow, key)
+			delete(e.steady, key)
+		}
+	}
+	e.ruleSet = rs
+}
+
 // reset forgets the rates (after an idle spell) but keeps the correction,
 // which describes the estimator's bias, not the traffic.
 func (e *estimator) reset() {
@@ -411,7 +428,7 @@ func (e *estimator) plan(share float64) *Policy {
 	used := math.Min(e.errors, capacity)
 	floor := math.Min(e.minShare*share, math.Max(share-used, 0))
 	var fixed float64
-	for i := range e.rules {
+	for _, i := range e.ruleSet.Order() {
 		if r := e.ruleSet.Rule(i); r.Action == rules.ActionSample && !r.Weighted {
 			fixed += e.rules[i] * r.Prob.P
 		}
@@ -425,9 +442,13 @@ func (e *estimator) plan(share float64) *Policy {
 		}
 		return math.Max(r, 0)
 	}
+	// Keep rules take room in the order they are tried; a retired rule's
+	// slot decides nothing more.
 	pol.keeps = make([]probability, len(e.rules))
-	for i := range e.rules {
+	for i := range pol.keeps {
 		pol.keeps[i] = always
+	}
+	for _, i := range e.ruleSet.Order() {
 		if r := e.ruleSet.Rule(i); r.Action == rules.ActionKeep {
 			ruleRoom := room(true)
 			if r.MaxShare > 0 {
@@ -672,6 +693,13 @@ func (v *Volumes) Book(d traceinfo.Decided, vol float64, kept bool, maxKeys int)
 	case traceinfo.ReasonOutlier:
 		v.outliers += vol
 	case traceinfo.ReasonRule:
+		if d.Rule < 0 || int(d.Rule) >= rules.MaxSlots {
+			// A peer's decision with a slot this sampler cannot have.
+			break
+		}
+		if int(d.Rule) >= len(v.rules) {
+			v.rules = append(v.rules, make([]float64, int(d.Rule)+1-len(v.rules))...)
+		}
 		v.rules[d.Rule] += vol
 	case traceinfo.ReasonRare:
 		v.rare += vol

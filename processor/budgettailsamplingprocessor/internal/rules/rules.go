@@ -57,8 +57,11 @@ type Config struct {
 	Weight float64 `mapstructure:"weight"`
 }
 
-// maxRules is the bits a trace has for rule matches.
-const maxRules = 64
+// MaxSlots is the bits a trace has for rule matches: the rules a sampler
+// may have, retired ones included.
+const MaxSlots = 64
+
+const maxRules = MaxSlots
 
 // keyPrefix marks a weighted sample rule's entry among the baseline's
 // services; a service name cannot start with a NUL byte in practice.
@@ -96,22 +99,78 @@ type Rule struct {
 	Weighted bool
 	Weight   float64
 	Key      string
+	// Retired: a running sampler's rules changed and this one is no longer
+	// tried; it keeps its slot for what matched or was decided by it.
+	Retired bool
 }
 
-// Set is the compiled rules, in order.
+// Set is the compiled rules. Each rule has a slot: its bit in a trace's
+// summary and its index in decision caches, counters and volumes. A set that
+// follows another while the sampler runs (Next) keeps each rule's slot, so
+// what buffered traces matched and what was decided stay meaningful.
 type Set struct {
+	// rules are by slot; a retired rule (removed, or its action changed)
+	// keeps its slot for the traces that matched it and decisions made.
 	rules []*Rule
-	// spanRules are the indexes of rules with span conditions.
+	// order is the active rules' slots, in the order they are tried.
+	order []int
+	// spanRules are the slots of active rules with span conditions.
 	spanRules []int
-	// always is the bits of rules without span conditions.
+	// always is the bits of active rules without span conditions.
 	always uint64
 }
 
 // Compile parses every rule; errors name the rule and the field.
 func Compile(cfgs []Config, set component.TelemetrySettings) (*Set, error) {
-	rs := &Set{}
+	return (&Set{}).Next(cfgs, set)
+}
+
+// Next compiles cfgs to follow rs in a running sampler. A rule keeps its
+// slot when its name and action are unchanged (its conditions may change:
+// spans that arrived before matched the old ones); a new rule, or one whose
+// action changed, takes a slot never used, so a late span never meets a
+// decision read under another rule's action. Slots are never reused: a
+// sampler takes at most 64 rule names (and actions) in its life.
+func (rs *Set) Next(cfgs []Config, set component.TelemetrySettings) (*Set, error) {
+	compiled, err := compileAll(cfgs, set)
+	if err != nil {
+		return nil, err
+	}
+	next := &Set{rules: make([]*Rule, len(rs.rules))}
+	slotOf := make(map[string]int, len(rs.rules))
+	for i, r := range rs.rules {
+		retired := *r
+		retired.Retired = true
+		next.rules[i] = &retired
+		slotOf[r.Name+"\x00"+strconv.Itoa(int(r.Action))] = i
+	}
+	for _, r := range compiled {
+		i, ok := slotOf[r.Name+"\x00"+strconv.Itoa(int(r.Action))]
+		if ok {
+			next.rules[i] = r
+		} else {
+			i = len(next.rules)
+			next.rules = append(next.rules, r)
+		}
+		next.order = append(next.order, i)
+	}
+	if len(next.rules) > maxRules {
+		return nil, fmt.Errorf("rules: a running sampler keeps each rule's slot once it is removed or its action changes (traces in flight matched it); these rules would take %d slots since start, past %d: restart the sampler to run them", len(next.rules), maxRules)
+	}
+	for _, i := range next.order {
+		if len(next.rules[i].spanConds) == 0 {
+			next.always |= 1 << i
+		} else {
+			next.spanRules = append(next.spanRules, i)
+		}
+	}
+	return next, nil
+}
+
+// compileAll parses every rule, in order.
+func compileAll(cfgs []Config, set component.TelemetrySettings) ([]*Rule, error) {
 	if len(cfgs) == 0 {
-		return rs, nil
+		return nil, nil
 	}
 	var errs []error
 	if len(cfgs) > maxRules {
@@ -122,6 +181,7 @@ func Compile(cfgs []Config, set component.TelemetrySettings) (*Set, error) {
 		return nil, fmt.Errorf("rules: %w", err)
 	}
 	seen := map[string]bool{}
+	out := make([]*Rule, 0, len(cfgs))
 	for i, c := range cfgs {
 		at := fmt.Sprintf("rules[%d] (%q)", i, c.Name)
 		r := &Rule{Name: c.Name, Reason: "rule:" + c.Name}
@@ -155,19 +215,12 @@ func Compile(cfgs []Config, set component.TelemetrySettings) (*Set, error) {
 			r.traceConds = append(r.traceConds, tc)
 		}
 		errs = append(errs, r.setAction(c, at)...)
-		if i < maxRules {
-			if len(c.Conditions) == 0 {
-				rs.always |= 1 << i
-			} else {
-				rs.spanRules = append(rs.spanRules, i)
-			}
-		}
-		rs.rules = append(rs.rules, r)
+		out = append(out, r)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return rs, nil
+	return out, nil
 }
 
 func (r *Rule) setAction(c Config, at string) []error {
@@ -248,15 +301,15 @@ func (rs *Set) MatchSpan(rss ptrace.ResourceSpans, ss ptrace.ScopeSpans, span pt
 	}
 }
 
-// First returns the index of the first rule a trace with this summary
+// First returns the slot of the first active rule a trace with this summary
 // matches, or -1.
 func (rs *Set) First(s *traceinfo.Summary) int {
 	bits := s.Rules | rs.always
-	for i := 0; bits != 0 && i < len(rs.rules); i++ {
-		if bits&(1<<i) == 0 {
-			continue
-		}
-		if rs.rules[i].traceMatches(s) {
+	if bits == 0 {
+		return -1
+	}
+	for _, i := range rs.order {
+		if bits&(1<<i) != 0 && rs.rules[i].traceMatches(s) {
 			return i
 		}
 	}
@@ -328,7 +381,8 @@ func (c traceCondition) holds(s *traceinfo.Summary) bool {
 	}
 }
 
-// Names lists the rule names for metrics.
+// Names lists the rule names by slot, for metrics (a name is twice there
+// when its action changed while the sampler ran).
 func (rs *Set) Names() []string {
 	out := make([]string, len(rs.rules))
 	for i, r := range rs.rules {
@@ -337,10 +391,14 @@ func (rs *Set) Names() []string {
 	return out
 }
 
-// Len is the number of rules.
+// Len is the number of slots: the rules, and while the sampler runs those
+// retired since it started.
 func (rs *Set) Len() int { return len(rs.rules) }
 
-// Rule is rule i.
+// Order is the active rules' slots in the order they are tried.
+func (rs *Set) Order() []int { return rs.order }
+
+// Rule is the rule in slot i.
 func (rs *Set) Rule(i int) *Rule { return rs.rules[i] }
 
 // HasSpanRules reports whether any rule has span conditions (which are
@@ -349,12 +407,51 @@ func (rs *Set) HasSpanRules() bool { return len(rs.spanRules) > 0 }
 
 // ByKey is the weighted sample rule booked under key, or nil.
 func (rs *Set) ByKey(key string) *Rule {
-	for _, r := range rs.rules {
-		if r.Key == key {
+	for _, i := range rs.order {
+		if r := rs.rules[i]; r.Key == key {
 			return r
 		}
 	}
 	return nil
+}
+
+// Counts are one slot's rule's totals: traces matched, and of them kept
+// or dropped; conditions that failed to evaluate.
+type Counts struct {
+	Matched, Kept, Dropped, Errors int64
+}
+
+// Decided counts a trace the rule matched, kept or not.
+func (c *Counts) Decided(kept bool) {
+	c.Matched++
+	if kept {
+		c.Kept++
+	} else {
+		c.Dropped++
+	}
+}
+
+// Add adds o's counts to c's.
+func (c *Counts) Add(o Counts) {
+	c.Matched += o.Matched
+	c.Kept += o.Kept
+	c.Dropped += o.Dropped
+	c.Errors += o.Errors
+}
+
+// ByName sums counts by slot (slots[i] is slot i's) into counts by rule
+// name: a name has two slots when its action changed while the sampler
+// ran, and one series in the metrics.
+func (rs *Set) ByName(slots []Counts) map[string]Counts {
+	out := make(map[string]Counts, len(rs.rules))
+	for i, r := range rs.rules {
+		if i < len(slots) {
+			c := out[r.Name]
+			c.Add(slots[i])
+			out[r.Name] = c
+		}
+	}
+	return out
 }
 
 // fastMatcher is a condition of the commonest shape — a span or resource

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
+	"go.uber.org/zap"
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/livepolicy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
@@ -28,7 +29,6 @@ type Shadow struct {
 	adj     *policy.Adjuster
 	file    *livepolicy.Watcher
 	maxKeys int
-	rules   int
 	stripes []stripe
 	// intake and fragments are what the live drain measured since the
 	// candidate's last drain (intake as float64 bits): it primes as the
@@ -72,7 +72,7 @@ func New(s policy.Settings, rs *rules.Set, file *livepolicy.Watcher, stripes int
 	if err != nil {
 		return nil, err
 	}
-	sh := &Shadow{file: file, maxKeys: s.MaxKeys, rules: rs.Len(), stripes: make([]stripe, stripes)}
+	sh := &Shadow{file: file, maxKeys: s.MaxKeys, stripes: make([]stripe, stripes)}
 	for i := range sh.stripes {
 		sh.stripes[i].volumes = policy.NewVolumes(rs.Len())
 	}
@@ -108,12 +108,13 @@ func (s *Shadow) Decide(stripe int, t policy.Traits, inTh sampling.Threshold, r 
 // drain hands the candidate's adjuster what was booked since its last
 // call, and what arrived meanwhile.
 func (s *Shadow) drain() (policy.Volumes, float64, int64) {
-	v := policy.NewVolumes(s.rules)
+	slots := s.adj.Rules().Len()
+	v := policy.NewVolumes(slots)
 	for i := range s.stripes {
 		st := &s.stripes[i]
 		st.mu.Lock()
 		cur := st.volumes
-		st.volumes = policy.NewVolumes(s.rules)
+		st.volumes = policy.NewVolumes(slots)
 		st.mu.Unlock()
 		v.Add(&cur)
 	}
@@ -138,6 +139,22 @@ func (s *Shadow) TickInterval() time.Duration { return s.adj.TickInterval() }
 func (s *Shadow) SetPeers(n int64) {
 	if s != nil {
 		s.adj.SetPeers(n)
+	}
+}
+
+// SetRules follows the live rules, which the candidate evaluates: the
+// traits it is given are the live rules' matches.
+func (s *Shadow) SetRules(rs *rules.Set) {
+	if s != nil {
+		s.adj.SetRules(rs)
+	}
+}
+
+// Poll re-reads the candidate's file and retunes it when it changed
+// (livepolicy.Watcher.Poll); a nil Shadow does nothing.
+func (s *Shadow) Poll(logger *zap.Logger) {
+	if s != nil {
+		s.file.Poll(logger, func(pol livepolicy.Policy) { s.adj.Retune(pol.Retune) })
 	}
 }
 

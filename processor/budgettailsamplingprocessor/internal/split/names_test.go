@@ -17,7 +17,7 @@ import (
 
 func TestGroupKeyJoinsResourceAndSpanValuesOfAnyType(t *testing.T) {
 	tbl := names.New()
-	s := New(Settings{GroupBy: []string{"service.name", "http.route", "shard", GroupBySpanName}, Names: tbl}).s
+	sp := New(Settings{GroupBy: []string{"service.name", "http.route", "shard", GroupBySpanName}, Names: tbl}).start()
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr("service.name", "cart")
@@ -25,7 +25,6 @@ func TestGroupKeyJoinsResourceAndSpanValuesOfAnyType(t *testing.T) {
 	span := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
 	span.SetName("GET")
 	span.Attributes().PutStr("http.route", "/cart/{id}")
-	sp := splitter{s: &s}
 	got := sp.traceNames(rs, span)
 	assert.Equal(t, traceinfo.Names{Key: "cart", Group: "cart\x1f/cart/{id}\x1f7\x1fGET"}, got)
 	again := sp.traceNames(rs, span)
@@ -42,7 +41,7 @@ func TestGroupKeyJoinsResourceAndSpanValuesOfAnyType(t *testing.T) {
 func TestKeysReadTheRootsAttributesAndFields(t *testing.T) {
 	keys, err := ParseKeys("baseline.keys", []string{"service.name", "http.route", KeySpanName, KeySpanKind, KeyStatusCode, "absent"})
 	require.NoError(t, err)
-	s := Settings{Keys: keys, Names: names.New()}
+	sp := New(Settings{Keys: keys, Names: names.New()}).start()
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr("service.name", "cart")
@@ -51,14 +50,12 @@ func TestKeysReadTheRootsAttributesAndFields(t *testing.T) {
 	span.SetKind(ptrace.SpanKindServer)
 	span.Status().SetCode(ptrace.StatusCodeError)
 	span.Attributes().PutStr("http.route", "/cart/{id}")
-	sp := splitter{s: &s}
 	assert.Equal(t, "cart|/cart/{id}|GET|Server|Error|", sp.traceNames(rs, span).Key)
 	rs.Resource().Attributes().Remove("service.name")
 	assert.Equal(t, "unknown|/cart/{id}|GET|Server|Error|", sp.traceNames(rs, span).Key, "service.name keeps its fallback")
 	only, err := ParseKeys("k", []string{"service.name"})
 	require.NoError(t, err)
-	byDefault := New(Settings{Names: names.New()}).s
-	dflt, explicit := splitter{s: &byDefault}, splitter{s: &Settings{Keys: only, Names: names.New()}}
+	dflt, explicit := New(Settings{Names: names.New()}).start(), New(Settings{Keys: only, Names: names.New()}).start()
 	assert.Equal(t, dflt.traceNames(rs, span).Key, explicit.traceNames(rs, span).Key, "no keys means [service.name]")
 }
 

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
@@ -49,15 +50,33 @@ type Settings struct {
 	Names *names.Table
 }
 
-// Splitter splits requests; safe for concurrent use.
-type Splitter struct{ s Settings }
+// Splitter splits requests; safe for concurrent use. Its rules and keys
+// may change while it runs (SetRules, SetKeys): a request is split with
+// those it started with.
+type Splitter struct {
+	s     Settings
+	rules atomic.Pointer[rules.Set]
+	keys  atomic.Pointer[[]Key]
+}
 
 // New returns a splitter.
 func New(s Settings) *Splitter {
-	if len(s.Keys) == 0 {
-		s.Keys = []Key{{kind: keyAttribute, attr: serviceNameKey}}
+	x := &Splitter{s: s}
+	x.SetRules(s.Rules)
+	x.SetKeys(s.Keys)
+	return x
+}
+
+// SetRules matches spans against rs from the next request on.
+func (x *Splitter) SetRules(rs *rules.Set) { x.rules.Store(rs) }
+
+// SetKeys builds fairness keys with keys (nil: service.name) from the
+// next request on.
+func (x *Splitter) SetKeys(keys []Key) {
+	if len(keys) == 0 {
+		keys = []Key{{kind: keyAttribute, attr: serviceNameKey}}
 	}
-	return &Splitter{s: s}
+	x.keys.Store(&keys)
 }
 
 // Bytes writing th adds to a span, estimated for the budget: "ot=th:" and a
@@ -155,6 +174,8 @@ func (f *Fragment) InSlab() bool { return f.HasRoot }
 // (the spans of a trace share one) and the invalid-input tallies.
 type splitter struct {
 	s       *Settings
+	rules   *rules.Set
+	keys    []Key
 	lastTS  string
 	lastS   otep235.Sampling
 	lastBad bool
@@ -164,6 +185,11 @@ type splitter struct {
 	// key is where name keys are built, to be looked up without allocating;
 	// fair holds the fairness key meanwhile.
 	key, fair []byte
+}
+
+// start is one request's splitter, with the rules and keys of now.
+func (x *Splitter) start() splitter {
+	return splitter{s: &x.s, rules: x.rules.Load(), keys: *x.keys.Load()}
 }
 
 // spanAt is a span's place in its request.
@@ -184,9 +210,10 @@ func (x *Splitter) Split(td ptrace.Traces) (*Request, error) {
 	if err := w.Marshal(td); err != nil || w.ResourceSpans() != rss.Len() {
 		return refuse()
 	}
-	sp := splitter{s: &x.s, invalid: &req.Invalid}
-	if x.s.Rules.HasSpanRules() {
-		sp.ruleErrs = make([]int64, x.s.Rules.Len())
+	sp := x.start()
+	sp.invalid = &req.Invalid
+	if sp.rules.HasSpanRules() {
+		sp.ruleErrs = make([]int64, sp.rules.Len())
 	}
 	cur := int32(-1)
 	var curID pcommon.TraceID
@@ -263,7 +290,7 @@ func (sp *splitter) summarize(f *Fragment, rs ptrace.ResourceSpans, ss ptrace.Sc
 	f.Spans++
 	id := span.SpanID()
 	f.FP += mix64(binary.LittleEndian.Uint64(id[:]))
-	sp.s.Rules.MatchSpan(rs, ss, span, &f.Rules, sp.ruleErrs)
+	sp.rules.MatchSpan(rs, ss, span, &f.Rules, sp.ruleErrs)
 	if !f.HasError && sp.isError(span) {
 		f.HasError = true
 	}
@@ -354,7 +381,7 @@ func hasServiceName(res pcommon.Map) bool {
 func (sp *splitter) traceNames(rs ptrace.ResourceSpans, span ptrace.Span) traceinfo.Names {
 	res := rs.Resource().Attributes()
 	fair := sp.fair[:0]
-	for i, k := range sp.s.Keys {
+	for i, k := range sp.keys {
 		if i > 0 {
 			fair = append(fair, KeySeparator)
 		}
