@@ -56,10 +56,12 @@ func everySampler(tr *tier, cond func(c *collector) bool) bool {
 // TestE2EPolicyReload: three samplers read one policy file (the chart's
 // ConfigMap). While traffic flows the tier's budget is halved in it: every
 // sampler runs the new version within its check_interval, without a
-// restart; no trace is split or cut, every error and slow trace is kept,
-// and from one decision wait after the change the kept volume is the new
-// budget within ±10%. Then the file is broken: each sampler rejects it,
-// says so in policy_file_rejected, and keeps the halved budget.
+// restart; then a keep rule is added (one service's small traces): every
+// trace it matches that starts once the samplers run it is kept whole.
+// Throughout, no trace is split or cut, every error and slow trace is
+// kept, and from one decision wait after the change the kept volume is the
+// new budget within ±10%. Then the file is broken: each sampler rejects
+// it, says so in policy_file_rejected, and keeps the running policy.
 func TestE2EPolicyReload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
@@ -83,15 +85,31 @@ func TestE2EPolicyReload(t *testing.T) {
 
 	lg := newLoadGen(t, tr.gateway, 300, 1)
 	start := time.Now()
-	done := lg.start(60 * time.Second)
+	done := lg.start(70 * time.Second)
 	time.Sleep(25 * time.Second)
 	changed := time.Now()
 	writePolicy(t, policy, fmt.Sprintf("version: v2\nbudget:\n  spans_per_second: %v\n", halved))
 	eventually(t, 5*time.Second, func() bool { return everySampler(tr, runs("v2")) }, "every sampler runs v2 within check_interval")
 	applied := time.Since(changed)
 
-	time.Sleep(10 * time.Second)
-	writePolicy(t, policy, "version: v3\nbudget:\n  spans_per_second: -1\n")
+	time.Sleep(15 * time.Second)
+	const rule, ruleService = "small-svc-005", "svc-005"
+	writePolicy(t, policy, fmt.Sprintf(`version: v3
+budget:
+  spans_per_second: %v
+rules:
+  - name: %s
+    conditions: ['resource.attributes["service.name"] == "%s"']
+    trace_conditions: ["trace.span_count <= 4"]
+    action: keep
+`, halved, rule, ruleService))
+	eventually(t, 5*time.Second, func() bool { return everySampler(tr, runs("v3")) }, "every sampler runs v3 within check_interval")
+	// The splitter matches from the next request, decisions from the next
+	// tick (1 s): a trace that starts after that meets the rule whole.
+	ruleFrom := time.Now().Add(time.Second)
+
+	time.Sleep(15 * time.Second)
+	writePolicy(t, policy, "version: v4\nbudget:\n  spans_per_second: -1\n")
 	eventually(t, 5*time.Second, func() bool {
 		return everySampler(tr, func(c *collector) bool {
 			v, _ := metricValue(c.metrics(), "otelcol_processor_budget_tail_sampling_policy_file_rejected", nil)
@@ -104,8 +122,8 @@ func TestE2EPolicyReload(t *testing.T) {
 
 	for _, s := range tr.samplers {
 		f := s.metrics()
-		_, ok := metricValue(f, "otelcol_processor_budget_tail_sampling_policy_version", map[string]string{"version": "v2"})
-		assert.True(t, ok, "the running policy stays v2")
+		_, ok := metricValue(f, "otelcol_processor_budget_tail_sampling_policy_version", map[string]string{"version": "v3"})
+		assert.True(t, ok, "the running policy stays v3")
 		b, _ := metricValue(f, "otelcol_processor_budget_tail_sampling_budget_per_second", nil)
 		assert.Equal(t, halved, b, "and its budget")
 		rejected, _ := metricValue(f, "otelcol_processor_budget_tail_sampling_policy_reloads_total", map[string]string{"outcome": "rejected"})
@@ -119,17 +137,49 @@ func TestE2EPolicyReload(t *testing.T) {
 	assert.Empty(t, o.incomplete, "every kept trace complete")
 	assert.Zero(t, o.protectedMissing(lg), "every error and slow trace kept")
 
+	// The rule: every trace it matches that started once it ran is kept;
+	// before it, the budget kept only some of them.
+	var matchedBefore, keptBefore, matchedAfter, keptAfter int
+	for id, st := range lg.traces {
+		if st.Service != ruleService || st.Spans > 4 || st.accepted < st.Spans {
+			continue
+		}
+		switch {
+		case st.firstAccepted.After(ruleFrom):
+			matchedAfter++
+			if o.keptTraces[id] {
+				keptAfter++
+			}
+		case st.lastAccepted.Before(changed.Add(applied)) && st.firstAccepted.After(start.Add(12*time.Second)):
+			matchedBefore++
+			if o.keptTraces[id] {
+				keptBefore++
+			}
+		}
+	}
+	var ruleKept float64
+	for _, s := range tr.samplers {
+		v, _ := metricValue(s.metrics(), "otelcol_processor_budget_tail_sampling_rule_traces_total", map[string]string{"rule": rule, "outcome": "kept"})
+		ruleKept += v
+	}
+	t.Logf("rule %s: kept %d of %d traces it matched after it ran (%.0f counted kept by it); %d of %d such traces before it",
+		rule, keptAfter, matchedAfter, ruleKept, keptBefore, matchedBefore)
+	require.Greater(t, matchedAfter, 100, "enough traces match the rule")
+	assert.Equal(t, matchedAfter, keptAfter, "every trace the rule matches is kept")
+	assert.Less(t, float64(keptBefore), 0.9*float64(matchedBefore), "before the rule the budget kept only some")
+	assert.GreaterOrEqual(t, ruleKept, float64(matchedAfter)*0.9, "the rule's metric counts its keeps")
+
 	rate := tr.keptRate
 	before := rate(start.Add(12*time.Second), changed)
 	// From one decision wait (4 s) after the change, what is kept was
-	// decided under the new budget.
+	// decided under the new budget (and from v3, the rule inside it).
 	after := rate(changed.Add(applied+4*time.Second), end)
 	beforeErr, afterErr := before/budget-1, after/halved-1
 	t.Logf("kept %.0f spans/s before (budget %.0f), %.0f after (budget %.0f); applied on every sampler %v after the write",
 		before, budget, after, halved, applied.Round(10*time.Millisecond))
 	assert.InDelta(t, 0, beforeErr, 0.10, "before the change")
-	assert.InDelta(t, 0, afterErr, 0.10, "after: the kept volume follows the halved budget")
-	reportRow("policy reload", o.sent, o.kept, lg.lost, o.split, fmt.Sprintf("%+.1f%% → %+.1f%%", 100*beforeErr, 100*afterErr))
+	assert.InDelta(t, 0, afterErr, 0.10, "after: the kept volume follows the halved budget, the rule inside it")
+	reportRow("policy reload", o.sent, o.kept, lg.lost, o.split, fmt.Sprintf("%+.1f%% → %+.1f%%; rule added: %d/%d kept", 100*beforeErr, 100*afterErr, keptAfter, matchedAfter))
 }
 
 // TestE2EPolicyReloadThroughSIGHUP: the same halving done the collector's
