@@ -607,7 +607,9 @@ func TestChartPolicyChangeRollsNoSampler(t *testing.T) {
 	base := []string{"--set", "backend.endpoint=tempo:4317"}
 	before := renderChart(t, base)
 	after := renderChart(t, append(base, "--set", "budget.spansPerSecond=500", "--set-json", "budget.maxPriorityShare=0.6",
-		"--set-json", "sampler.baseline.minShare=0.1", "--set", "policy.version=halved"))
+		"--set-json", "sampler.baseline.minShare=0.1", "--set", "policy.version=halved",
+		"--set-json", `sampler.baseline.keys=["service.name","http.route"]`,
+		"--set-json", `policy.rules=[{"name":"vip","action":"keep","max_share":0.2,"conditions":["resource.attributes[\"customer.tier\"] == \"gold\""]},{"name":"health","action":"drop","trace_conditions":["trace.span_count == 1"]}]`))
 	assert.Equal(t, before.statefulSt.Spec.Template, after.statefulSt.Spec.Template, "the pod template is unchanged: no rollout")
 	assert.Equal(t, before.configs, after.configs)
 	var pol struct {
@@ -617,15 +619,33 @@ func TestChartPolicyChangeRollsNoSampler(t *testing.T) {
 			MaxPriorityShare float64 `json:"max_priority_share"`
 		} `json:"budget"`
 		Baseline struct {
-			MinShare float64 `json:"min_share"`
+			MinShare float64  `json:"min_share"`
+			Keys     []string `json:"keys"`
 		} `json:"baseline"`
+		Rules []struct {
+			Name            string   `json:"name"`
+			Action          string   `json:"action"`
+			MaxShare        float64  `json:"max_share"`
+			Conditions      []string `json:"conditions"`
+			TraceConditions []string `json:"trace_conditions"`
+		} `json:"rules"`
 	}
 	decodeStrict(t, []byte(after.policy), &pol)
 	assert.Equal(t, "halved", pol.Version)
 	assert.Equal(t, 500.0, pol.Budget.SpansPerSecond)
 	assert.Equal(t, 0.6, pol.Budget.MaxPriorityShare)
 	assert.Equal(t, 0.1, pol.Baseline.MinShare)
+	assert.Equal(t, []string{"service.name", "http.route"}, pol.Baseline.Keys, "the fairness keys are live too")
+	require.Len(t, pol.Rules, 2, "and the rules, in order")
+	assert.Equal(t, "vip", pol.Rules[0].Name)
+	assert.Equal(t, []string{"trace.span_count == 1"}, pol.Rules[1].TraceConditions)
 	assert.NotEqual(t, before.policy, after.policy)
+	assert.NotContains(t, after.configs["cost-otelcol-cost-sampler"], "http.route", "not in the config, which would roll the pods")
+	// The built binary compiles the rendered rules and keys.
+	rulesPath := filepath.Join(t.TempDir(), "rules-sampler.yaml")
+	require.NoError(t, os.WriteFile(rulesPath, []byte(after.withPolicyFile(t, after.configs["cost-otelcol-cost-sampler"])), 0o600))
+	out, err := validate(t, []string{"POD_IP=10.1.2.3"}, rulesPath)
+	require.NoError(t, err, out)
 	mounted := false
 	for _, m := range after.statefulSt.Spec.Template.Spec.Containers[0].VolumeMounts {
 		if m.Name == "policy" {
@@ -642,7 +662,7 @@ func TestChartPolicyChangeRollsNoSampler(t *testing.T) {
 	assert.Contains(t, money.policy, "monthly_cost: 2500")
 	path := filepath.Join(t.TempDir(), "sampler.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(money.withPolicyFile(t, money.configs["cost-otelcol-cost-sampler"])), 0o600))
-	out, err := validate(t, []string{"POD_IP=10.1.2.3"}, path)
+	out, err = validate(t, []string{"POD_IP=10.1.2.3"}, path)
 	require.NoError(t, err, out)
 
 	// A shadow candidate: its file beside the live one, read by the
@@ -667,4 +687,29 @@ func TestChartPolicyChangeRollsNoSampler(t *testing.T) {
 	assert.Empty(t, offAfter.policy, "no policy ConfigMap")
 	assert.Contains(t, offAfter.configs["cost-otelcol-cost-sampler"], "spans_per_second: 500")
 	assert.NotEqual(t, offBefore.statefulSt.Spec.Template.Annotations, offAfter.statefulSt.Spec.Template.Annotations, "the config changed: the samplers roll")
+}
+
+// The ServiceOverBudget runbook's example (docs/deploy.md) renders, its
+// sample rule goes to the live policy file, and the built binary accepts
+// what the samplers would run.
+func TestChartRunbookSampleRuleExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot(), "docs", "deploy.md"))
+	require.NoError(t, err)
+	text := string(doc)
+	at := strings.Index(text, "### OtelcolCostServiceOverBudget")
+	require.GreaterOrEqual(t, at, 0)
+	block := text[at:]
+	start := strings.Index(block, "```yaml\n")
+	require.GreaterOrEqual(t, start, 0, "the runbook has a values example")
+	block = block[start+len("```yaml\n"):]
+	block = block[:strings.Index(block, "```")]
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	require.NoError(t, os.WriteFile(values, []byte(block), 0o600))
+	r := renderChart(t, []string{"--set", "backend.endpoint=tempo:4317", "-f", values})
+	assert.Contains(t, r.policy, "name: cut-checkout", "the rule is in the live policy file")
+	assert.Contains(t, r.policy, "probability: 0.1")
+	path := filepath.Join(t.TempDir(), "sampler.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(r.withPolicyFile(t, r.configs["cost-otelcol-cost-sampler"])), 0o600))
+	out, err := validate(t, []string{"POD_IP=10.1.2.3"}, path)
+	require.NoError(t, err, out)
 }
