@@ -609,6 +609,7 @@ func TestChartPolicyChangeRollsNoSampler(t *testing.T) {
 	after := renderChart(t, append(base, "--set", "budget.spansPerSecond=500", "--set-json", "budget.maxPriorityShare=0.6",
 		"--set-json", "sampler.baseline.minShare=0.1", "--set", "policy.version=halved",
 		"--set-json", `sampler.baseline.keys=["service.name","http.route"]`,
+		"--set", "sampler.rare.interval=5m", "--set", "sampler.stressRelief.activationLevel=80", "--set", "sampler.stressRelief.deactivationLevel=60",
 		"--set-json", `policy.rules=[{"name":"vip","action":"keep","max_share":0.2,"conditions":["resource.attributes[\"customer.tier\"] == \"gold\""]},{"name":"health","action":"drop","trace_conditions":["trace.span_count == 1"]}]`))
 	assert.Equal(t, before.statefulSt.Spec.Template, after.statefulSt.Spec.Template, "the pod template is unchanged: no rollout")
 	assert.Equal(t, before.configs, after.configs)
@@ -622,6 +623,13 @@ func TestChartPolicyChangeRollsNoSampler(t *testing.T) {
 			MinShare float64  `json:"min_share"`
 			Keys     []string `json:"keys"`
 		} `json:"baseline"`
+		Rare struct {
+			Interval string `json:"interval"`
+		} `json:"rare"`
+		StressRelief struct {
+			ActivationLevel   float64 `json:"activation_level"`
+			DeactivationLevel float64 `json:"deactivation_level"`
+		} `json:"stress_relief"`
 		Rules []struct {
 			Name            string   `json:"name"`
 			Action          string   `json:"action"`
@@ -636,6 +644,8 @@ func TestChartPolicyChangeRollsNoSampler(t *testing.T) {
 	assert.Equal(t, 0.6, pol.Budget.MaxPriorityShare)
 	assert.Equal(t, 0.1, pol.Baseline.MinShare)
 	assert.Equal(t, []string{"service.name", "http.route"}, pol.Baseline.Keys, "the fairness keys are live too")
+	assert.Equal(t, "5m", pol.Rare.Interval, "rare's interval")
+	assert.Equal(t, [2]float64{80, 60}, [2]float64{pol.StressRelief.ActivationLevel, pol.StressRelief.DeactivationLevel}, "relief's levels")
 	require.Len(t, pol.Rules, 2, "and the rules, in order")
 	assert.Equal(t, "vip", pol.Rules[0].Name)
 	assert.Equal(t, []string{"trace.span_count == 1"}, pol.Rules[1].TraceConditions)

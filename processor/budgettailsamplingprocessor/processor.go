@@ -161,8 +161,10 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		Smoothing: cfg.Smoothing, MaxKeys: p.maxKeys, MinBaselineShare: cfg.Baseline.MinShare, RareInterval: cfg.Rare.Interval}
 	p.adj = policy.NewAdjuster(settings, rs, p.drain)
 	p.fwd = p.newForwarder(next)
+	p.relief = relief.New(cfg.StressRelief, relief.Bounds{MaxTraces: int64(cfg.MaxTraces), MaxBytes: cfg.MaxBufferedBytes}, p.now())
+	p.reliefMeasured = p.now()
 	base := livepolicy.Base{Budget: cfg.Budget, MinShare: cfg.Baseline.MinShare, Keys: cfg.Baseline.Keys, Rules: cfg.Rules,
-		Telemetry: set.TelemetrySettings}
+		Rare: cfg.Rare, Relief: cfg.StressRelief, DecisionWait: cfg.DecisionWait, Telemetry: set.TelemetrySettings}
 	if cfg.PolicyFile.Path != "" {
 		p.live = livepolicy.New(cfg.PolicyFile, base)
 		pol, err := p.live.Load()
@@ -197,8 +199,6 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		}
 	}
 	p.adj.Start(p.now())
-	p.relief = relief.New(cfg.StressRelief, relief.Bounds{MaxTraces: int64(cfg.MaxTraces), MaxBytes: cfg.MaxBufferedBytes}, p.now())
-	p.reliefMeasured = p.now()
 	// A dry run forwards what relief drops: there is nothing to recall.
 	if rc := cfg.StressRelief.Recall; p.relief.Enabled() && rc.Window > 0 && !cfg.DryRun {
 		total := rc.MaxBytes
@@ -300,7 +300,8 @@ func (p *budgetTailSampler) checkPolicy() {
 	p.shadow.Poll(p.logger)
 }
 
-// applyLive hands the file's rules and keys on. Spans are matched with the
+// applyLive hands the file's rules, keys, rare interval and relief levels
+// on. Spans are matched with the
 // new rules from the next request; decisions apply them from the
 // adjuster's next tick, once it planned for them. Rules keep their slots
 // (rules.Set.Next), so buffered traces' matches stand either way.
@@ -309,6 +310,10 @@ func (p *budgetTailSampler) applyLive(pol livepolicy.Policy) {
 	p.splitter.SetKeys(pol.Keys)
 	p.adj.SetRules(pol.Rules)
 	p.shadow.SetRules(pol.Rules)
+	if p.rare != nil {
+		p.rare.SetInterval(pol.Retune.RareInterval)
+	}
+	p.relief.SetLevels(pol.ReliefLevels[0], pol.ReliefLevels[1])
 }
 
 // tickInterval is how often expired traces are looked for: a tenth of the

@@ -140,7 +140,7 @@ func (p *budgetTailSampler) pauseRecallOnMemory() {
 	if p.shards[0].recall == nil {
 		return
 	}
-	high := p.relief.Levels()[relief.SignalMemory]*100 >= p.cfg.StressRelief.ActivationLevel
+	high := p.relief.Levels()[relief.SignalMemory]*100 >= p.relief.ActivationLevel()
 	if p.recallPaused.Swap(high) || !high {
 		return
 	}
@@ -167,7 +167,7 @@ const shedInterval = 500 * time.Millisecond
 func (p *budgetTailSampler) shedOnMemory() {
 	level := p.relief.Levels()[relief.SignalMemory] * 100
 	now := p.now()
-	if !p.relief.Active() || level < p.cfg.StressRelief.ActivationLevel || now.Sub(p.lastShed) < shedInterval {
+	if !p.relief.Active() || level < p.relief.ActivationLevel() || now.Sub(p.lastShed) < shedInterval {
 		return
 	}
 	p.lastShed = now

@@ -174,3 +174,26 @@ func TestReloadRulesUnderConcurrentIntake(t *testing.T) {
 	assert.Equal(t, int64(0), rejected)
 	assert.Greater(t, applied, int64(20))
 }
+
+// rare.interval and stress_relief's levels from the policy file reach the
+// running sampler: at start (before relief first measures) and on a change.
+func TestReloadRareIntervalAndReliefLevelsReachTheSampler(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o600)) }
+	write("stress_relief:\n  activation_level: 60\n  deactivation_level: 40\n")
+	cfg := testConfig()
+	cfg.Rare.Interval = time.Minute
+	cfg.StressRelief.Mode = "monitor"
+	cfg.PolicyFile.Path = path
+	ts := newTestSampler(t, cfg)
+	assert.Equal(t, 60.0, ts.p.relief.ActivationLevel(), "the file's levels from the start")
+	assert.Equal(t, time.Minute, ts.p.rare.Interval())
+	write("rare:\n  interval: 5m\nstress_relief:\n  activation_level: 95\n  deactivation_level: 80\n")
+	ts.p.checkPolicy()
+	assert.Equal(t, 95.0, ts.p.relief.ActivationLevel())
+	assert.Equal(t, 5*time.Minute, ts.p.rare.Interval())
+	write("stress_relief:\n  activation_level: 95\n  deactivation_level: 99\n")
+	ts.p.checkPolicy()
+	assert.Equal(t, 95.0, ts.p.relief.ActivationLevel(), "a bad file keeps the running levels")
+	assert.Equal(t, 5*time.Minute, ts.p.rare.Interval(), "and its rare interval")
+}

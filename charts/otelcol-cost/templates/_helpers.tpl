@@ -279,3 +279,8 @@ bytes_per_second
 monthly_cost
 {{- end -}}
 {{- end -}}
+
+{{/* "true" when the sampler's rare is on (an interval other than zero). */}}
+{{- define "otelcol-cost.rareOn" -}}
+{{- if not (has (toString .Values.sampler.rare.interval) (list "" "0" "0s" "0m" "0h")) }}true{{ end -}}
+{{- end -}}

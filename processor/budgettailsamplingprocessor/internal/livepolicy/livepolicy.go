@@ -27,6 +27,8 @@ import (
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rare"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
 )
@@ -63,7 +65,20 @@ type File struct {
 	Budget   FileBudget   `mapstructure:"budget"`
 	Baseline FileBaseline `mapstructure:"baseline"`
 	// Rules replace the configuration's rules (an empty list: none).
-	Rules *[]rules.Config `mapstructure:"rules"`
+	Rules        *[]rules.Config `mapstructure:"rules"`
+	Rare         FileRare        `mapstructure:"rare"`
+	StressRelief FileRelief      `mapstructure:"stress_relief"`
+}
+
+// FileRare is rare.interval (rare on in the configuration).
+type FileRare struct {
+	Interval *time.Duration `mapstructure:"interval"`
+}
+
+// FileRelief is stress_relief's levels.
+type FileRelief struct {
+	ActivationLevel   *float64 `mapstructure:"activation_level"`
+	DeactivationLevel *float64 `mapstructure:"deactivation_level"`
 }
 
 // FileBudget is the budget's amount, in the kind the configuration has.
@@ -86,6 +101,10 @@ type Base struct {
 	MinShare float64
 	Keys     []string
 	Rules    []rules.Config
+	Rare     rare.Config
+	Relief   relief.Config
+	// DecisionWait bounds rare.interval from below.
+	DecisionWait time.Duration
 	// Telemetry compiles the rules' OTTL.
 	Telemetry component.TelemetrySettings
 }
@@ -101,6 +120,9 @@ type Policy struct {
 	// Keys are the fairness keys (the file's, else the configuration's);
 	// nil from a shadow file.
 	Keys []split.Key
+	// ReliefLevels are stress_relief's activation and deactivation levels
+	// (the file's, else the configuration's).
+	ReliefLevels [2]float64
 }
 
 // Watcher reads the file and remembers the content it last read, so that
@@ -264,11 +286,12 @@ func (w *Watcher) parse(data []byte) (Policy, error) {
 	}
 	pol := Policy{Version: f.Version, Retune: policy.Retune{PerSecond: u.PerSecond(), MaxPriorityShare: b.MaxPriorityShare, MinBaselineShare: minShare}}
 	if w.shadow {
-		if f.Rules != nil || f.Baseline.Keys != nil {
-			errs = append(errs, errors.New("rules, baseline.keys: a shadow policy evaluates the live rules and keys (what buffered traces matched); change them in the live file (policy_file.path)"))
+		if f.Rules != nil || f.Baseline.Keys != nil || f.Rare.Interval != nil || f.StressRelief != (FileRelief{}) {
+			errs = append(errs, errors.New("rules, baseline.keys, rare, stress_relief: a shadow policy evaluates the live rules, keys, rare and relief (what buffered traces matched); change them in the live file (policy_file.path)"))
 		}
 	} else {
 		errs = append(errs, w.parseMatching(f, &pol)...)
+		errs = append(errs, w.parseRareAndRelief(f, &pol)...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Policy{}, fmt.Errorf("policy file %s: %w", w.cfg.Path, err)
@@ -277,6 +300,34 @@ func (w *Watcher) parse(data []byte) (Policy, error) {
 		w.rules = pol.Rules
 	}
 	return pol, nil
+}
+
+// parseRareAndRelief reads rare.interval and stress_relief's levels,
+// validated as the configuration's are.
+func (w *Watcher) parseRareAndRelief(f File, pol *Policy) []error {
+	var errs []error
+	r := w.base.Rare
+	if f.Rare.Interval != nil {
+		if r.Interval == 0 || *f.Rare.Interval == 0 {
+			errs = append(errs, fmt.Errorf("rare.interval: the configuration has rare %s; turning it on or off is a configuration change", map[bool]string{true: "off", false: "on"}[r.Interval == 0]))
+		} else {
+			r.Interval = *f.Rare.Interval
+			errs = append(errs, r.Check(w.base.DecisionWait)...)
+		}
+	}
+	pol.Retune.RareInterval = r.Interval
+	rc := w.base.Relief
+	if f.StressRelief != (FileRelief{}) {
+		if f.StressRelief.ActivationLevel != nil {
+			rc.ActivationLevel = *f.StressRelief.ActivationLevel
+		}
+		if f.StressRelief.DeactivationLevel != nil {
+			rc.DeactivationLevel = *f.StressRelief.DeactivationLevel
+		}
+		errs = append(errs, rc.Check()...)
+	}
+	pol.ReliefLevels = [2]float64{rc.ActivationLevel, rc.DeactivationLevel}
+	return errs
 }
 
 // parseMatching compiles the rules and keys, the file's or else the

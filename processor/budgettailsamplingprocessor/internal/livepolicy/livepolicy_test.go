@@ -14,6 +14,8 @@ import (
 
 	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rare"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/relief"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 )
 
@@ -205,4 +207,47 @@ func TestReloadShadowFileRunsTheLiveRules(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "policy_file")
 	assert.Contains(t, err.Error(), "live rules")
+}
+
+// rare.interval and stress_relief's levels change through the file,
+// validated as the configuration's; rare cannot be turned on or off there.
+func TestReloadRareIntervalAndReliefLevels(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o600)) }
+	base := Base{Budget: policy.BudgetConfig{SpansPerSecond: 1000, MaxPriorityShare: 0.8, Instances: 1, Pricing: pricing.DefaultConfig()},
+		Rare: rare.Config{Interval: time.Minute}, Relief: relief.Config{Mode: relief.ModeMonitor, ActivationLevel: 90, DeactivationLevel: 75},
+		DecisionWait: 15 * time.Second}
+	w := New(Config{Path: path, CheckInterval: time.Second}, base)
+	write("version: v1\n")
+	pol, err := w.Load()
+	require.NoError(t, err)
+	assert.Equal(t, time.Minute, pol.Retune.RareInterval, "the configuration's")
+	assert.Equal(t, [2]float64{90, 75}, pol.ReliefLevels)
+
+	write("rare:\n  interval: 5m\nstress_relief:\n  activation_level: 70\n  deactivation_level: 50\n")
+	pol, changed, err := w.Check()
+	require.NoError(t, err)
+	require.True(t, changed)
+	assert.Equal(t, 5*time.Minute, pol.Retune.RareInterval)
+	assert.Equal(t, [2]float64{70, 50}, pol.ReliefLevels)
+
+	for content, want := range map[string]string{
+		"rare:\n  interval: 10s\n":                            "rare.interval: must be 0 (off) or ≥ decision_wait",
+		"rare:\n  interval: 0s\n":                             "turning it on or off is a configuration change",
+		"stress_relief:\n  deactivation_level: 95\n":          "stress_relief.deactivation_level: must be below activation_level",
+		"stress_relief:\n  activation_level: 150\n":           "stress_relief.activation_level",
+		"stress_relief:\n  minimum_activation_duration: 1s\n": "minimum_activation_duration",
+	} {
+		write(content)
+		_, _, err := w.Check()
+		require.Error(t, err, content)
+		assert.Contains(t, err.Error(), want, content)
+	}
+	off := base
+	off.Rare.Interval = 0
+	w = New(Config{Path: path, CheckInterval: time.Second}, off)
+	write("rare:\n  interval: 1m\n")
+	_, err = w.Load()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the configuration has rare off")
 }

@@ -60,6 +60,9 @@ type Retune struct {
 	PerSecond        float64
 	MaxPriorityShare float64
 	MinBaselineShare float64
+	// RareInterval is rare's new interval (0: unchanged; rare stays on or
+	// off as configured).
+	RareInterval time.Duration
 }
 
 // Retune changes the budget and the shares at the next Tick, which plans
@@ -101,6 +104,7 @@ func (a *Adjuster) applyRetune() {
 	if r != nil {
 		a.perSecond.Store(math.Float64bits(r.PerSecond))
 		a.est.maxShare, a.est.minShare = r.MaxPriorityShare, r.MinBaselineShare
+		a.est.setRareInterval(r.RareInterval)
 	}
 	if rs != nil {
 		a.est.setRules(rs)

@@ -264,6 +264,21 @@ type rareClock struct {
 	whole bool
 }
 
+// setRareInterval measures rare over intervals of d from now on (0 or
+// rare off: nothing). Until the first whole one, rare's rate is the last
+// one's scaled to the new length: rare keeps about a trace per key per
+// interval, so its volume per second goes as 1/interval.
+func (e *estimator) setRareInterval(d time.Duration) {
+	c := e.rareClock
+	if d <= 0 || c == nil || d == c.interval {
+		return
+	}
+	e.rareClock = &rareClock{interval: d, rate: c.rate * c.interval.Seconds() / d.Seconds(), whole: c.whole}
+	if c.whole {
+		e.rare = e.rareClock.rate
+	}
+}
+
 // addRare books rare's volume decided by now.
 func (e *estimator) addRare(now time.Time, vol float64) {
 	if e.rareClock != nil {

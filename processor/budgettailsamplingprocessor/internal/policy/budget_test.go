@@ -396,3 +396,25 @@ func TestReloadRetuneNowBeforeStart(t *testing.T) {
 	assert.Equal(t, 900.0, a.Budget())
 	assert.Equal(t, 900.0, a.Share())
 }
+
+// A rare interval changed live: until a whole new interval is measured,
+// rare's rate is the last one's scaled to the new length (a trace per key
+// per interval), not zero (which would keep every first trace) nor the
+// old rate (which would thin them).
+func TestReloadRareIntervalScalesRaresRate(t *testing.T) {
+	s := settings(1000)
+	s.RareInterval = time.Minute
+	e := newEstimator(s, noRules(t))
+	start := time.Unix(600, 0)
+	e.addRare(start, 0)
+	e.addRare(start.Add(time.Minute), 120)  // the first (partial) interval ends
+	e.addRare(start.Add(2*time.Minute), 60) // a whole one: 120 over 60 s
+	require.True(t, e.rareClock.whole)
+	assert.InDelta(t, 2.0, e.rareClock.rate, 1e-9)
+	e.rare = e.rareClock.rate
+	e.setRareInterval(5 * time.Minute)
+	assert.InDelta(t, 0.4, e.rare, 1e-9)
+	assert.Equal(t, 5*time.Minute, e.rareClock.interval)
+	e.addRare(start.Add(2*time.Minute+time.Second), 30)
+	assert.InDelta(t, 0.4, e.rareClock.rate, 1e-9, "kept until a whole interval of the new length")
+}

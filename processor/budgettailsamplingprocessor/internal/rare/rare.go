@@ -41,7 +41,8 @@ func (c Config) Check(decisionWait time.Duration) []error {
 // shard. Its keys are spread over stripes so that the decision goroutines
 // (one per core) rarely wait for one another.
 type Tracker struct {
-	interval int64
+	// interval changes only with every stripe locked (SetInterval).
+	interval atomic.Int64
 	maxKeys  int64
 	seed     maphash.Seed
 	keys     atomic.Int64 // held by all stripes together
@@ -90,7 +91,8 @@ type keyIntervals struct{ seen, kept int64 }
 
 // New returns a tracker holding at most maxKeys keys.
 func New(interval time.Duration, maxKeys int) *Tracker {
-	t := &Tracker{interval: int64(interval), maxKeys: int64(maxKeys), seed: maphash.MakeSeed()}
+	t := &Tracker{maxKeys: int64(maxKeys), seed: maphash.MakeSeed()}
+	t.interval.Store(int64(interval))
 	for i := range t.stripes {
 		t.stripes[i].last = make(map[string]keyIntervals)
 	}
@@ -102,9 +104,9 @@ func New(interval time.Duration, maxKeys int) *Tracker {
 // the table full of keys kept in this interval, a new key is not due (ok
 // false): the caller counts it as folded.
 func (t *Tracker) Due(key string, now int64) (due, ok bool) {
-	n := now / t.interval
 	st := &t.stripes[maphash.String(t.seed, key)%stripes]
 	st.mu.Lock()
+	n := now / t.interval.Load()
 	last, known := st.last[key]
 	if known && last.seen == n {
 		st.mu.Unlock()
@@ -116,6 +118,11 @@ func (t *Tracker) Due(key string, now int64) (due, ok bool) {
 		st.mu.Unlock()
 		t.evict(n)
 		st.mu.Lock()
+		if n != now/t.interval.Load() {
+			// The interval changed meanwhile: ask again.
+			st.mu.Unlock()
+			return t.Due(key, now)
+		}
 		if last, known = st.last[key]; known && last.seen == n {
 			st.mu.Unlock()
 			return false, true
@@ -135,9 +142,9 @@ func (t *Tracker) Due(key string, now int64) (due, ok bool) {
 // Kept notes that a trace of key was kept at now (Unix nanoseconds), for
 // coverage. A key Due did not track is not counted.
 func (t *Tracker) Kept(key string, now int64) {
-	n := now / t.interval
 	st := &t.stripes[maphash.String(t.seed, key)%stripes]
 	st.mu.Lock()
+	n := now / t.interval.Load()
 	last, known := st.last[key]
 	first := known && last.seen == n && last.kept != n
 	if first {
@@ -163,7 +170,7 @@ func (t *Tracker) count(n int64, add func(*intervalCoverage)) {
 // Coverage is the share of the keys seen in the last whole interval before
 // now that had a trace kept in it; ok is false when none was seen in it.
 func (t *Tracker) Coverage(now int64) (share float64, ok bool) {
-	n := now/t.interval - 1
+	n := now/t.interval.Load() - 1
 	t.cmu.Lock()
 	c := t.coverage[n&1]
 	t.cmu.Unlock()
@@ -172,6 +179,34 @@ func (t *Tracker) Coverage(now int64) (share float64, ok bool) {
 	}
 	return float64(c.covered) / float64(c.seen), true
 }
+
+// SetInterval changes the interval. Each key's intervals are carried to
+// the new interval that holds their start, so a key already kept in the
+// running interval is due again only if the new one is shorter and starts
+// after its trace; coverage starts over.
+func (t *Tracker) SetInterval(d time.Duration) {
+	for i := range t.stripes {
+		t.stripes[i].mu.Lock()
+	}
+	old, next := t.interval.Load(), int64(d)
+	if old != next {
+		for i := range t.stripes {
+			for k, last := range t.stripes[i].last {
+				t.stripes[i].last[k] = keyIntervals{seen: last.seen * old / next, kept: last.kept * old / next}
+			}
+		}
+		t.interval.Store(next)
+		t.cmu.Lock()
+		t.coverage = [2]intervalCoverage{}
+		t.cmu.Unlock()
+	}
+	for i := range t.stripes {
+		t.stripes[i].mu.Unlock()
+	}
+}
+
+// Interval is the interval now.
+func (t *Tracker) Interval() time.Duration { return time.Duration(t.interval.Load()) }
 
 // reserve counts a new key in, unless the table is full.
 func (t *Tracker) reserve() bool {

@@ -96,3 +96,28 @@ func TestRareCoverageOfTheLastInterval(t *testing.T) {
 	_, ok = tr.Coverage(at(181 * time.Second))
 	assert.False(t, ok, "an interval with no keys has no coverage")
 }
+
+// A policy file changes the interval while keys are tracked: a key already
+// kept stays not due within the new interval that holds its trace, and is
+// due again where a shorter interval starts after it.
+func TestReloadRareIntervalCarriesTheKeys(t *testing.T) {
+	tr := New(time.Minute, 10)
+	at := func(d time.Duration) int64 { return int64(d) }
+	due, _ := tr.Due("a", at(10*time.Minute+5*time.Second))
+	assert.True(t, due)
+	tr.Kept("a", at(10*time.Minute+5*time.Second))
+	tr.SetInterval(5 * time.Minute)
+	due, _ = tr.Due("a", at(14*time.Minute))
+	assert.False(t, due, "the 5-minute interval from 10:00 holds its trace")
+	due, _ = tr.Due("a", at(15*time.Minute))
+	assert.True(t, due, "the next one")
+	tr.SetInterval(time.Minute)
+	due, _ = tr.Due("a", at(15*time.Minute+30*time.Second))
+	assert.False(t, due, "kept in the minute from 15:00")
+	due, _ = tr.Due("a", at(16*time.Minute))
+	assert.True(t, due, "a shorter interval: due each minute again")
+	tr.Kept("a", at(16*time.Minute))
+	share, ok := tr.Coverage(at(17 * time.Minute))
+	assert.True(t, ok, "coverage counts in the new interval")
+	assert.Equal(t, 1.0, share)
+}

@@ -83,6 +83,10 @@ type Controller struct {
 	bounds Bounds
 	heap   heapReader
 
+	// activation and deactivation are the levels in percent (float64
+	// bits): the configuration's, or the policy file's (SetLevels).
+	activation, deactivation atomic.Uint64
+
 	active      atomic.Bool
 	reason      atomic.Int32
 	prob        atomic.Pointer[traceinfo.Probability]
@@ -112,6 +116,7 @@ func New(cfg Config, b Bounds, now time.Time) *Controller {
 		}
 	}
 	c := &Controller{cfg: cfg, bounds: b, heap: newHeapReader()}
+	c.SetLevels(cfg.ActivationLevel, cfg.DeactivationLevel)
 	c.prob.Store(&traceinfo.Always)
 	c.reason.Store(ReasonNone)
 	if cfg.Mode == ModeAlways {
@@ -223,6 +228,16 @@ func KeepProbability(share, volume, errs float64) traceinfo.Probability {
 	return traceinfo.NewProbability(min(q, 1))
 }
 
+// SetLevels changes the activation and deactivation levels (in percent,
+// validated as the configuration's) from the next Update.
+func (c *Controller) SetLevels(activation, deactivation float64) {
+	c.activation.Store(math.Float64bits(activation))
+	c.deactivation.Store(math.Float64bits(deactivation))
+}
+
+// ActivationLevel is the level relief starts at, in percent.
+func (c *Controller) ActivationLevel() float64 { return math.Float64frombits(c.activation.Load()) }
+
 // Update takes the buffer's fill (traces and bytes, as fractions of their
 // bounds), reads the heap, and switches relief on or off; it reports
 // whether it switched.
@@ -249,19 +264,20 @@ func (c *Controller) Update(now time.Time, bufferedTraces, bufferedBytes float64
 	if c.changed.IsZero() {
 		since = time.Duration(math.MaxInt64)
 	}
+	activation, deactivation := c.ActivationLevel(), math.Float64frombits(c.deactivation.Load())
 	switch active := c.active.Load(); {
-	case !active && highest >= c.cfg.ActivationLevel && since >= c.cfg.MinimumDeactivationDuration:
+	case !active && highest >= activation && since >= c.cfg.MinimumDeactivationDuration:
 		c.reason.Store(int32(top))
 		c.active.Store(true)
 		c.activations.Add(1)
 		c.changed = now
 		return true
-	case active && highest < c.cfg.DeactivationLevel && since >= c.cfg.MinimumActivationDuration:
+	case active && highest < deactivation && since >= c.cfg.MinimumActivationDuration:
 		c.active.Store(false)
 		c.reason.Store(ReasonNone)
 		c.changed = now
 		return true
-	case active && highest >= c.cfg.DeactivationLevel:
+	case active && highest >= deactivation:
 		// Still loaded: say by what now.
 		c.reason.Store(int32(top))
 	}
