@@ -10,12 +10,8 @@
 package livepolicy // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/livepolicy"
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -25,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/watchfile"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rare"
@@ -125,14 +122,11 @@ type Policy struct {
 	ReliefLevels [2]float64
 }
 
-// Watcher reads the file and remembers the content it last read, so that
-// Check reports a change once. Check runs on one goroutine; the status
-// (Version, Rejected, Reloads) is read from any.
+// Watcher reads the file (internal/watchfile reports each new content
+// once). Check runs on one goroutine; the status (Version, Rejected,
+// Reloads) is read from any.
 type Watcher struct {
-	version  atomic.Pointer[string]
-	rejected atomic.Bool
-	applied  atomic.Int64
-	failed   atomic.Int64
+	*watchfile.Watcher
 
 	cfg  Config
 	base Base
@@ -140,25 +134,17 @@ type Watcher struct {
 	// rules are the rules last returned, which the next follow.
 	rules  *rules.Set
 	shadow bool
-	last   [sha256.Size]byte
-	read   bool
-	// readErr is the last failure to read the file, reported once.
-	readErr string
-	// field names the file's option in errors.
-	field string
-	// lastValid is whether the content last read could be applied.
-	lastValid bool
 }
 
 // New watches cfg.Path over base.
 func New(cfg Config, base Base) *Watcher {
-	return &Watcher{cfg: cfg, base: base, unit: policy.NewUnit(base.Budget), field: "policy_file.path"}
+	return &Watcher{Watcher: watchfile.New(cfg.Path, "policy_file.path"), cfg: cfg, base: base, unit: policy.NewUnit(base.Budget)}
 }
 
 // NewShadow watches cfg.ShadowPath over base.
 func NewShadow(cfg Config, base Base) *Watcher {
 	cfg.Path = cfg.ShadowPath
-	return &Watcher{cfg: cfg, base: base, unit: policy.NewUnit(base.Budget), field: "policy_file.shadow_path", shadow: true}
+	return &Watcher{Watcher: watchfile.New(cfg.Path, "policy_file.shadow_path"), cfg: cfg, base: base, unit: policy.NewUnit(base.Budget), shadow: true}
 }
 
 // Load reads the file at start: a missing or invalid file is an error.
@@ -172,15 +158,15 @@ func (w *Watcher) Load() (Policy, error) {
 // policy stays), or pol is the new policy. An unchanged file, valid or
 // not, is neither applied nor reported again.
 func (w *Watcher) Check() (pol Policy, changed bool, err error) {
-	pol, changed, err = w.check()
-	if changed {
-		w.rejected.Store(err != nil)
-		if err != nil {
-			w.failed.Add(1)
-		} else {
-			w.applied.Add(1)
-			w.version.Store(&pol.Version)
+	changed, err = w.Watcher.Check(func(data []byte, hash string) (string, error) {
+		var perr error
+		if pol, perr = w.parse(data); perr == nil && pol.Version == "" {
+			pol.Version = hash
 		}
+		return pol.Version, perr
+	})
+	if err != nil {
+		pol = Policy{}
 	}
 	return pol, changed, err
 }
@@ -208,47 +194,6 @@ func (w *Watcher) Poll(logger *zap.Logger, apply func(Policy)) {
 		}
 		logger.Info("policy file applied", fields...)
 	}
-}
-
-// Version is the version of the last policy Check returned ("" before).
-func (w *Watcher) Version() string {
-	if v := w.version.Load(); v != nil {
-		return *v
-	}
-	return ""
-}
-
-// Rejected is whether the file's current content cannot be applied.
-func (w *Watcher) Rejected() bool { return w.rejected.Load() }
-
-// Reloads are the changes read, applied and rejected.
-func (w *Watcher) Reloads() (applied, rejected int64) { return w.applied.Load(), w.failed.Load() }
-
-func (w *Watcher) check() (pol Policy, changed bool, err error) {
-	data, err := os.ReadFile(w.cfg.Path)
-	if err != nil {
-		err = fmt.Errorf("%s: %w", w.field, err)
-		if err.Error() == w.readErr {
-			return Policy{}, false, nil
-		}
-		w.readErr = err.Error()
-		return Policy{}, true, err
-	}
-	w.readErr = ""
-	sum := sha256.Sum256(data)
-	if w.read && sum == w.last {
-		// Unchanged (back after an unreadable spell, maybe): rejected
-		// as long as this content is.
-		w.rejected.Store(!w.lastValid)
-		return Policy{}, false, nil
-	}
-	w.last, w.read = sum, true
-	pol, err = w.parse(data)
-	w.lastValid = err == nil
-	if err == nil && pol.Version == "" {
-		pol.Version = hex.EncodeToString(sum[:6])
-	}
-	return pol, true, err
 }
 
 // parse decodes and validates data over the base.
