@@ -105,6 +105,7 @@ type rendered struct {
 	configs    map[string]string // ConfigMap name → config.yaml
 	policy     string            // the samplers' policy.yaml
 	shadow     string            // and its shadow.yaml
+	budgets    string            // and span_cost's service-budgets.yaml
 	statefulSt *appsv1.StatefulSet
 	deployment *appsv1.Deployment
 	rule       *monitoringv1.PrometheusRule
@@ -127,6 +128,7 @@ func (r rendered) withPolicyFile(t *testing.T, cfg string) string {
 	if r.shadow != "" {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "shadow.yaml"), []byte(r.shadow), 0o600))
 	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "service-budgets.yaml"), []byte(r.budgets), 0o600))
 	return strings.ReplaceAll(cfg, filepath.Dir(policyMount), dir)
 }
 
@@ -161,7 +163,7 @@ func renderChart(t *testing.T, args []string) rendered {
 				continue
 			}
 			if policy, ok := cm.Data["policy.yaml"]; ok {
-				r.policy, r.shadow = policy, cm.Data["shadow.yaml"]
+				r.policy, r.shadow, r.budgets = policy, cm.Data["shadow.yaml"], cm.Data["service-budgets.yaml"]
 				continue
 			}
 			r.configs[cm.Name] = cm.Data["config.yaml"]
@@ -610,6 +612,7 @@ func TestChartPolicyChangeRollsNoSampler(t *testing.T) {
 		"--set-json", "sampler.baseline.minShare=0.1", "--set", "policy.version=halved",
 		"--set-json", `sampler.baseline.keys=["service.name","http.route"]`,
 		"--set", "sampler.rare.interval=5m", "--set", "sampler.stressRelief.activationLevel=80", "--set", "sampler.stressRelief.deactivationLevel=60",
+		"--set", "serviceBudgets.services.checkout=1500",
 		"--set-json", `policy.rules=[{"name":"vip","action":"keep","max_share":0.2,"conditions":["resource.attributes[\"customer.tier\"] == \"gold\""]},{"name":"health","action":"drop","trace_conditions":["trace.span_count == 1"]}]`))
 	assert.Equal(t, before.statefulSt.Spec.Template, after.statefulSt.Spec.Template, "the pod template is unchanged: no rollout")
 	assert.Equal(t, before.configs, after.configs)
@@ -651,6 +654,8 @@ func TestChartPolicyChangeRollsNoSampler(t *testing.T) {
 	assert.Equal(t, []string{"trace.span_count == 1"}, pol.Rules[1].TraceConditions)
 	assert.NotEqual(t, before.policy, after.policy)
 	assert.NotContains(t, after.configs["cost-otelcol-cost-sampler"], "http.route", "not in the config, which would roll the pods")
+	assert.Contains(t, after.budgets, "checkout: 1500", "service budgets in span_cost's budgets file")
+	assert.Contains(t, after.configs["cost-otelcol-cost-sampler"], "budgets_file:")
 	// The built binary compiles the rendered rules and keys.
 	rulesPath := filepath.Join(t.TempDir(), "rules-sampler.yaml")
 	require.NoError(t, os.WriteFile(rulesPath, []byte(after.withPolicyFile(t, after.configs["cost-otelcol-cost-sampler"])), 0o600))

@@ -41,12 +41,8 @@ func dashboardQueries(t *testing.T) map[string][]string {
 }
 
 // serviceBudgets gives every service a budget at the kept stage, so the
-// budget panels have data.
-const serviceBudgets = `processors:
-  span_cost/kept:
-    budgets:
-      default_monthly: 0.01
-`
+// budget panels have data: in a budgets file, as the chart has them.
+const serviceBudgets = "default_monthly: 0.01\n"
 
 // TestE2EDashboardPanelsHaveData runs a gateway and two samplers under load,
 // scraped by a real Prometheus evaluating the shipped rules (recording rules
@@ -55,14 +51,14 @@ func TestE2EDashboardPanelsHaveData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	overlay := filepath.Join(t.TempDir(), "budgets.yaml")
-	require.NoError(t, os.WriteFile(overlay, []byte(serviceBudgets), 0o600))
+	budgets := filepath.Join(t.TempDir(), "service-budgets.yaml")
+	require.NoError(t, os.WriteFile(budgets, []byte(serviceBudgets), 0o600))
 	// With the chart's default live policy file, and a shadow candidate.
 	policy, candidate := filepath.Join(t.TempDir(), "policy.yaml"), filepath.Join(t.TempDir(), "shadow.yaml")
 	require.NoError(t, os.WriteFile(policy, []byte("version: v1\nbudget:\n  spans_per_second: 400\n"), 0o600))
 	require.NoError(t, os.WriteFile(candidate, []byte("version: v2\nbudget:\n  spans_per_second: 200\n"), 0o600))
-	tr := startTier(t, tierOptions{samplers: 2, budget: 400, samplerConfig: []string{configPath("sampler.yaml"), overlay},
-		samplerEnv: map[string]string{"POLICY_FILE": policy, "POLICY_SHADOW_FILE": candidate}})
+	tr := startTier(t, tierOptions{samplers: 2, budget: 400,
+		samplerEnv: map[string]string{"POLICY_FILE": policy, "POLICY_SHADOW_FILE": candidate, "SERVICE_BUDGETS_FILE": budgets}})
 	var samplers []string
 	for _, s := range tr.samplers {
 		samplers = append(samplers, s.Metrics)

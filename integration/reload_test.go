@@ -67,14 +67,22 @@ func TestE2EPolicyReload(t *testing.T) {
 		t.Skip("end-to-end")
 	}
 	const budget, halved = 1350.0, 675.0
-	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	policy, budgets := filepath.Join(t.TempDir(), "policy.yaml"), filepath.Join(t.TempDir(), "service-budgets.yaml")
 	writePolicy(t, policy, fmt.Sprintf("version: v1\nbudget:\n  spans_per_second: %v\n", budget))
+	writePolicy(t, budgets, "services:\n  svc-005: 100\n")
 	tr := startTier(t, tierOptions{samplers: 3, budget: budget, samplerEnv: map[string]string{
 		"DECISION_WAIT_AFTER_ROOT": "2s",
 		"ADJUST_INTERVAL":          "3s",
 		"POLICY_FILE":              policy,
 		"POLICY_CHECK_INTERVAL":    "1s",
+		"SERVICE_BUDGETS_FILE":     budgets,
 	}})
+	serviceBudget := func(want float64) func(c *collector) bool {
+		return func(c *collector) bool {
+			v, ok := metricValue(c.metrics(), "otelcol_processor_span_cost_monthly_budget", map[string]string{"service_name": "svc-005", "stage": "kept"})
+			return ok && v == want
+		}
+	}
 	runs := func(version string) func(c *collector) bool {
 		return func(c *collector) bool {
 			_, ok := metricValue(c.metrics(), "otelcol_processor_budget_tail_sampling_policy_version", map[string]string{"version": version})
@@ -104,18 +112,25 @@ rules:
     action: keep
 `, halved, rule, ruleService))
 	eventually(t, 5*time.Second, func() bool { return everySampler(tr, runs("v3")) }, "every sampler runs v3 within check_interval")
+	require.True(t, everySampler(tr, serviceBudget(100)), "span_cost's budget from its file")
+	writePolicy(t, budgets, "services:\n  svc-005: 250\n")
+	eventually(t, 5*time.Second, func() bool { return everySampler(tr, serviceBudget(250)) }, "every sampler's span_cost has the new service budget")
 	// The splitter matches from the next request, decisions from the next
 	// tick (1 s): a trace that starts after that meets the rule whole.
 	ruleFrom := time.Now().Add(time.Second)
 
 	time.Sleep(15 * time.Second)
 	writePolicy(t, policy, "version: v4\nbudget:\n  spans_per_second: -1\n")
+	writePolicy(t, budgets, "services:\n  svc-005: lots\n")
 	eventually(t, 5*time.Second, func() bool {
 		return everySampler(tr, func(c *collector) bool {
-			v, _ := metricValue(c.metrics(), "otelcol_processor_budget_tail_sampling_policy_file_rejected", nil)
-			return v == 1
+			f := c.metrics()
+			v, _ := metricValue(f, "otelcol_processor_budget_tail_sampling_policy_file_rejected", nil)
+			b, _ := metricValue(f, "otelcol_processor_span_cost_budgets_file_rejected", nil)
+			return v == 1 && b == 1
 		})
-	}, "every sampler rejects the broken file")
+	}, "every sampler rejects the broken files")
+	assert.True(t, everySampler(tr, serviceBudget(250)), "the running service budget stays")
 	<-done
 	end := time.Now()
 	waitQuiet(t, tr.sinks, 3*time.Second)

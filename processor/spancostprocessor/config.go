@@ -28,6 +28,9 @@ type Config struct {
 	Pricing pricing.Config `mapstructure:"pricing"`
 	// Budgets are monthly budgets per service.
 	Budgets BudgetsConfig `mapstructure:"budgets"`
+	// BudgetsFile holds the budgets instead, re-read while the collector
+	// runs (see budgets.go).
+	BudgetsFile BudgetsFileConfig `mapstructure:"budgets_file"`
 	// ProjectionWindow is how far back the rate behind the projected monthly
 	// spend looks.
 	ProjectionWindow time.Duration `mapstructure:"projection_window"`
@@ -48,6 +51,7 @@ func createDefaultConfig() *Config {
 		MaxSeries:        1000,
 		Pricing:          pricing.DefaultConfig(),
 		ProjectionWindow: 10 * time.Minute,
+		BudgetsFile:      BudgetsFileConfig{CheckInterval: 5 * time.Second},
 	}
 }
 
@@ -80,18 +84,28 @@ func (c *Config) Validate() error {
 	if c.ProjectionWindow < time.Minute {
 		errs = append(errs, fmt.Errorf("projection_window: must be ≥ 1m, got %v", c.ProjectionWindow))
 	}
-	if !validBudget(c.Budgets.DefaultMonthly) {
-		errs = append(errs, fmt.Errorf("budgets.default_monthly: must be a finite number ≥ 0, got %v", c.Budgets.DefaultMonthly))
-	}
-	for svc, b := range c.Budgets.Services {
-		if !validBudget(b) {
-			errs = append(errs, fmt.Errorf("budgets.services.%s: must be a finite number ≥ 0, got %v", svc, b))
-		}
-	}
-	if len(c.Budgets.Services) > 0 && !slices.Contains(c.Dimensions, serviceNameKey) {
-		errs = append(errs, fmt.Errorf("budgets.services: per-service budgets need %q among dimensions", serviceNameKey))
+	errs = append(errs, c.Budgets.check(c.Dimensions)...)
+	if c.BudgetsFile.Path != "" && c.BudgetsFile.CheckInterval <= 0 {
+		errs = append(errs, fmt.Errorf("budgets_file.check_interval: must be > 0, got %v", c.BudgetsFile.CheckInterval))
 	}
 	return errors.Join(errs...)
+}
+
+// check reports every invalid budget, named under budgets.
+func (b *BudgetsConfig) check(dims []string) []error {
+	var errs []error
+	if !validBudget(b.DefaultMonthly) {
+		errs = append(errs, fmt.Errorf("budgets.default_monthly: must be a finite number ≥ 0, got %v", b.DefaultMonthly))
+	}
+	for svc, v := range b.Services {
+		if !validBudget(v) {
+			errs = append(errs, fmt.Errorf("budgets.services.%s: must be a finite number ≥ 0, got %v", svc, v))
+		}
+	}
+	if len(b.Services) > 0 && !slices.Contains(dims, serviceNameKey) {
+		errs = append(errs, fmt.Errorf("budgets.services: per-service budgets need %q among dimensions", serviceNameKey))
+	}
+	return errs
 }
 
 func validBudget(v float64) bool {

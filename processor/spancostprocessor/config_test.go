@@ -33,6 +33,10 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, "EUR", m.Currency)
 	assert.Equal(t, 2500.0, kept.Budgets.Services["checkout"])
 	assert.Equal(t, 100.0, kept.Budgets.DefaultMonthly)
+
+	live := loadConfig(t, "live_budgets")
+	require.NoError(t, confmap.Validate(live))
+	assert.Equal(t, BudgetsFileConfig{Path: "/etc/otelcol-cost/policy/service-budgets.yaml", CheckInterval: 30 * time.Second}, live.BudgetsFile)
 }
 
 func TestValidateNamesTheField(t *testing.T) {

@@ -31,5 +31,6 @@ func createTraces(ctx context.Context, set processor.Settings, cfg component.Con
 func createTracesWith(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Traces, p *spanCost) (processor.Traces, error) {
 	return processorhelper.NewTraces(ctx, set, cfg, next, p.processTraces,
 		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+		processorhelper.WithStart(p.start),
 		processorhelper.WithShutdown(p.shutdown))
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
@@ -19,6 +20,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/internal/otlpsize"
 	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
 	"github.com/otelcol-cost/otelcol-cost/internal/spanwalk"
+	"github.com/otelcol-cost/otelcol-cost/internal/watchfile"
 	"github.com/otelcol-cost/otelcol-cost/processor/spancostprocessor/internal/metadata"
 )
 
@@ -49,10 +51,17 @@ type spanCost struct {
 	// so requests read it without a lock (series are created rarely).
 	index atomic.Pointer[map[string]*series]
 
-	mu     sync.Mutex // guards what follows, and every series' totals
-	order  []*series  // creation order, for stable iteration
-	other  *series
-	window window
+	// budgetsFile is nil without budgets_file; stop ends its polling.
+	budgetsFile *watchfile.Watcher
+	stop        chan struct{}
+	wg          sync.WaitGroup
+
+	mu sync.Mutex // guards what follows, and every series' totals
+	// budgets are the configuration's, or the budgets file's.
+	budgets BudgetsConfig
+	order   []*series // creation order, for stable iteration
+	other   *series
+	window  window
 }
 
 // series holds the running totals of one dimension set.
@@ -85,6 +94,13 @@ func newSpanCost(set processor.Settings, cfg *Config) (*spanCost, error) {
 		tel:        tel,
 		now:        time.Now,
 		serviceDim: slices.Index(cfg.Dimensions, serviceNameKey),
+		budgets:    cfg.Budgets,
+		stop:       make(chan struct{}),
+	}
+	if cfg.BudgetsFile.Path != "" {
+		if err := p.loadBudgets(); err != nil {
+			return nil, err
+		}
 	}
 	p.meters.New = func() any { return newMeter(len(cfg.Dimensions)) }
 	p.index.Store(&map[string]*series{})
@@ -93,14 +109,43 @@ func newSpanCost(set processor.Settings, cfg *Config) (*spanCost, error) {
 	}
 	p.window.reset(p.now(), cfg.ProjectionWindow/projectionBuckets)
 	p.reg, err = tel.Meter.RegisterCallback(p.observe,
-		tel.Spans, tel.Bytes, tel.RepresentedSpans, tel.Cost, tel.ProjectedMonthlyCost, tel.BudgetUtilization, tel.MonthlyBudget)
+		tel.Spans, tel.Bytes, tel.RepresentedSpans, tel.Cost, tel.ProjectedMonthlyCost, tel.BudgetUtilization, tel.MonthlyBudget,
+		tel.BudgetsFileRejected, tel.BudgetsFileReloads)
 	if err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
+// start polls the budgets file, if any.
+func (p *spanCost) start(context.Context, component.Host) error {
+	if p.budgetsFile == nil {
+		return nil
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(p.cfg.BudgetsFile.CheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.checkBudgetsFile()
+			}
+		}
+	}()
+	return nil
+}
+
 func (p *spanCost) shutdown(context.Context) error {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	p.wg.Wait()
 	if p.reg != nil {
 		return p.reg.Unregister()
 	}
@@ -209,13 +254,7 @@ func (p *spanCost) seriesFor(m *meter) (*series, bool) {
 		return p.other, true
 	}
 	vals := slices.Clone(m.values)
-	budget := p.cfg.Budgets.DefaultMonthly
-	if p.serviceDim >= 0 {
-		if b, ok := p.cfg.Budgets.Services[vals[p.serviceDim]]; ok {
-			budget = b
-		}
-	}
-	s := p.newSeries(vals, budget)
+	s := p.newSeries(vals, p.budgetOf(vals))
 	next := make(map[string]*series, len(index)+1)
 	maps.Copy(next, index)
 	next[string(key)] = s
@@ -351,6 +390,7 @@ func (p *spanCost) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveFloat64(p.tel.BudgetUtilization, sp.projected/sp.budget, attrs)
 		o.ObserveFloat64(p.tel.MonthlyBudget, sp.budget, attrs)
 	}
+	p.observeBudgetsFile(o)
 	return nil
 }
 

@@ -93,6 +93,10 @@ func (h *harness) points(name string) map[string]float64 {
 		for _, p := range d.DataPoints {
 			out[key(p.Attributes)] = p.Value
 		}
+	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			out[key(p.Attributes)] = float64(p.Value)
+		}
 	default:
 		h.t.Fatalf("unexpected data type %T", d)
 	}

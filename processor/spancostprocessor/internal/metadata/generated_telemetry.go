@@ -29,6 +29,8 @@ type TelemetryBuilder struct {
 	mu                                    sync.Mutex
 	registrations                         []metric.Registration
 	ProcessorSpanCostBudgetUtilization    metric.Float64ObservableGauge
+	ProcessorSpanCostBudgetsFileRejected  metric.Int64ObservableGauge
+	ProcessorSpanCostBudgetsFileReloads   metric.Int64ObservableCounter
 	ProcessorSpanCostBytes                metric.Int64ObservableCounter
 	ProcessorSpanCostCost                 metric.Float64ObservableCounter
 	ProcessorSpanCostInvalidTracestate    metric.Int64Counter
@@ -56,6 +58,36 @@ func (builder *TelemetryBuilder) RegisterProcessorSpanCostBudgetUtilizationCallb
 		cb(ctx, &observerFloat64{inst: builder.ProcessorSpanCostBudgetUtilization, obs: o})
 		return nil
 	}, builder.ProcessorSpanCostBudgetUtilization)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorSpanCostBudgetsFileRejectedCallback sets callback for observable ProcessorSpanCostBudgetsFileRejected metric.
+func (builder *TelemetryBuilder) RegisterProcessorSpanCostBudgetsFileRejectedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorSpanCostBudgetsFileRejected, obs: o})
+		return nil
+	}, builder.ProcessorSpanCostBudgetsFileRejected)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorSpanCostBudgetsFileReloadsCallback sets callback for observable ProcessorSpanCostBudgetsFileReloads metric.
+func (builder *TelemetryBuilder) RegisterProcessorSpanCostBudgetsFileReloadsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorSpanCostBudgetsFileReloads, obs: o})
+		return nil
+	}, builder.ProcessorSpanCostBudgetsFileReloads)
 	if err != nil {
 		return err
 	}
@@ -197,6 +229,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_span_cost_budget_utilization",
 		metric.WithDescription("Projected monthly spend of a service, summed over its series on this instance, divided by its monthly budget (services with a budget). A tier of N instances each sees about 1/N: compare the tier's sum (the shipped recording rules do). [Alpha]"),
 		metric.WithUnit("1"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorSpanCostBudgetsFileRejected, err = builder.meter.Int64ObservableGauge(
+		"otelcol_processor_span_cost_budgets_file_rejected",
+		metric.WithDescription("1 while the budgets file's content cannot be applied (the running budgets stay), else 0; only with budgets_file. [Alpha]"),
+		metric.WithUnit(""),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorSpanCostBudgetsFileReloads, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_span_cost_budgets_file_reloads",
+		metric.WithDescription("Changes of the budgets file's content read, by outcome (applied, or rejected: the running budgets stay); only with budgets_file. [Alpha]"),
+		metric.WithUnit("{reload}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorSpanCostBytes, err = builder.meter.Int64ObservableCounter(

@@ -16,6 +16,8 @@ const (
 	MetricMonthlyBudget        = "otelcol_processor_span_cost_monthly_budget"
 	MetricSeriesOverflow       = "otelcol_processor_span_cost_series_overflow"
 	MetricInvalidTracestate    = "otelcol_processor_span_cost_invalid_tracestate"
+	MetricBudgetsFileRejected  = "otelcol_processor_span_cost_budgets_file_rejected"
+	MetricBudgetsFileReloads   = "otelcol_processor_span_cost_budgets_file_reloads"
 )
 
 // Telemetry holds the processor's instruments. Per-series figures are
@@ -32,6 +34,8 @@ type Telemetry struct {
 	MonthlyBudget        metric.Float64ObservableGauge
 	SeriesOverflow       metric.Int64Counter
 	InvalidTracestate    metric.Int64Counter
+	BudgetsFileRejected  metric.Int64ObservableGauge
+	BudgetsFileReloads   metric.Int64ObservableCounter
 }
 
 // NewTelemetry creates the instruments (generated from metadata.yaml) on
@@ -44,6 +48,8 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 	return &Telemetry{
 		Meter:                Meter(set),
 		BudgetUtilization:    tb.ProcessorSpanCostBudgetUtilization,
+		BudgetsFileRejected:  tb.ProcessorSpanCostBudgetsFileRejected,
+		BudgetsFileReloads:   tb.ProcessorSpanCostBudgetsFileReloads,
 		Bytes:                tb.ProcessorSpanCostBytes,
 		Cost:                 tb.ProcessorSpanCostCost,
 		InvalidTracestate:    tb.ProcessorSpanCostInvalidTracestate,

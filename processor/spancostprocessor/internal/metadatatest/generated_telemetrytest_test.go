@@ -24,6 +24,14 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	require.NoError(t, tb.RegisterProcessorSpanCostBudgetsFileRejectedCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterProcessorSpanCostBudgetsFileReloadsCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	require.NoError(t, tb.RegisterProcessorSpanCostBytesCallback(func(_ context.Context, observer metric.Int64Observer) error {
 		observer.Observe(1)
 		return nil
@@ -52,6 +60,12 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorSpanCostSeriesOverflow.Add(context.Background(), 1)
 	AssertEqualProcessorSpanCostBudgetUtilization(t, testTel,
 		[]metricdata.DataPoint[float64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorSpanCostBudgetsFileRejected(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorSpanCostBudgetsFileReloads(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorSpanCostBytes(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
