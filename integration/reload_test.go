@@ -34,6 +34,22 @@ func (o outcome) protectedMissing(lg *loadGen) int {
 	return missing
 }
 
+// matchedKept counts the fully accepted traces of service with at most
+// maxSpans spans (what the tests' keep rule matches) whose first part the
+// gateway accepted in [from, to), and how many of them were kept.
+func matchedKept(lg *loadGen, o outcome, service string, maxSpans int, from, to time.Time) (matched, kept int) {
+	for id, st := range lg.traces {
+		if st.Service != service || st.Spans > maxSpans || st.accepted < st.Spans || st.firstAccepted.Before(from) || !st.firstAccepted.Before(to) {
+			continue
+		}
+		matched++
+		if o.keptTraces[id] {
+			kept++
+		}
+	}
+	return matched, kept
+}
+
 // writePolicy replaces the policy file as the kubelet updates a mounted
 // ConfigMap: a new file renamed over the old, never a half-written one.
 func writePolicy(t *testing.T, path, content string) {
@@ -154,24 +170,8 @@ rules:
 
 	// The rule: every trace it matches that started once it ran is kept;
 	// before it, the budget kept only some of them.
-	var matchedBefore, keptBefore, matchedAfter, keptAfter int
-	for id, st := range lg.traces {
-		if st.Service != ruleService || st.Spans > 4 || st.accepted < st.Spans {
-			continue
-		}
-		switch {
-		case st.firstAccepted.After(ruleFrom):
-			matchedAfter++
-			if o.keptTraces[id] {
-				keptAfter++
-			}
-		case st.lastAccepted.Before(changed.Add(applied)) && st.firstAccepted.After(start.Add(12*time.Second)):
-			matchedBefore++
-			if o.keptTraces[id] {
-				keptBefore++
-			}
-		}
-	}
+	matchedAfter, keptAfter := matchedKept(lg, o, ruleService, 4, ruleFrom, end)
+	matchedBefore, keptBefore := matchedKept(lg, o, ruleService, 4, start.Add(12*time.Second), changed.Add(applied-2*time.Second))
 	var ruleKept float64
 	for _, s := range tr.samplers {
 		v, _ := metricValue(s.metrics(), "otelcol_processor_budget_tail_sampling_rule_traces_total", map[string]string{"rule": rule, "outcome": "kept"})
@@ -197,36 +197,49 @@ rules:
 	reportRow("policy reload", o.sent, o.kept, lg.lost, o.split, fmt.Sprintf("%+.1f%% → %+.1f%%; rule added: %d/%d kept", 100*beforeErr, 100*afterErr, keptAfter, matchedAfter))
 }
 
-// TestE2EPolicyReloadThroughSIGHUP: the same halving done the collector's
-// way, in the samplers' configuration and SIGHUP, for the record: the
-// pipeline is rebuilt, so Shutdown decides every buffered trace at once and
-// their later spans reach a processor that never saw them. The kept volume
-// follows the new budget too; what the reload costs is counted (kept
-// traces cut in two decisions, the other part dropped) and reported.
+// TestE2EPolicyReloadThroughSIGHUP: the same changes done the collector's
+// way — the budget halved, then the keep rule added, each in the config and
+// SIGHUP on each sampler. The collector rebuilds its pipelines: each
+// buffered trace is decided at once, so kept traces are cut, and the
+// sampler primes again. The outcome is stated (the report's row), and the
+// new budget and rule hold once it is primed.
 func TestE2EPolicyReloadThroughSIGHUP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
 	const budget, halved = 1350.0, 675.0
-	overlay := filepath.Join(t.TempDir(), "budget.yaml")
+	const rule = "processors:\n  budget_tail_sampling:\n    rules:\n      - name: small-svc-005\n" +
+		"        conditions: ['resource.attributes[\"service.name\"] == \"svc-005\"']\n" +
+		"        trace_conditions: [\"trace.span_count <= 4\"]\n        action: keep\n"
+	overlay, ruleOverlay := filepath.Join(t.TempDir(), "budget.yaml"), filepath.Join(t.TempDir(), "rule.yaml")
 	writeBudget := func(v float64) {
 		writePolicy(t, overlay, fmt.Sprintf("processors:\n  budget_tail_sampling:\n    budget:\n      spans_per_second: %v\n", v))
 	}
 	writeBudget(budget)
-	tr := startTier(t, tierOptions{samplers: 3, budget: budget, samplerConfig: []string{configPath("sampler.yaml"), overlay},
+	writePolicy(t, ruleOverlay, "processors:\n  budget_tail_sampling:\n    rules: []\n")
+	tr := startTier(t, tierOptions{samplers: 3, budget: budget, samplerConfig: []string{configPath("sampler.yaml"), overlay, ruleOverlay},
 		samplerEnv: map[string]string{"DECISION_WAIT_AFTER_ROOT": "2s", "ADJUST_INTERVAL": "3s"}})
+	reloadAll := func() time.Duration {
+		at := time.Now()
+		for _, s := range tr.samplers {
+			require.NoError(t, s.cmd.Process.Signal(syscall.SIGHUP))
+			require.NoError(t, waitGone("http://"+s.Health+"/", 10*time.Second))
+			require.NoError(t, procwatch.WaitReady("http://"+s.Health+"/", s.done, 30*time.Second))
+		}
+		return time.Since(at)
+	}
 	lg := newLoadGen(t, tr.gateway, 300, 1)
 	start := time.Now()
-	done := lg.start(60 * time.Second)
+	done := lg.start(70 * time.Second)
 	time.Sleep(25 * time.Second)
 	changed := time.Now()
 	writeBudget(halved)
-	for _, s := range tr.samplers {
-		require.NoError(t, s.cmd.Process.Signal(syscall.SIGHUP))
-		require.NoError(t, waitGone("http://"+s.Health+"/", 10*time.Second))
-		require.NoError(t, procwatch.WaitReady("http://"+s.Health+"/", s.done, 30*time.Second))
-	}
-	reloaded := time.Since(changed)
+	reloaded := reloadAll()
+	time.Sleep(15 * time.Second)
+	writePolicy(t, ruleOverlay, rule)
+	ruleChanged := time.Now()
+	ruleReloaded := reloadAll()
+	ruleFrom := time.Now()
 	<-done
 	end := time.Now()
 	waitQuiet(t, tr.sinks, 3*time.Second)
@@ -236,14 +249,19 @@ func TestE2EPolicyReloadThroughSIGHUP(t *testing.T) {
 	rate := tr.keptRate
 	before := rate(start.Add(12*time.Second), changed)
 	// After a reload the sampler primes again (its rates are gone):
-	// measured from one adjust interval more.
-	after := rate(changed.Add(reloaded+10*time.Second), end)
-	beforeErr, afterErr := before/budget-1, after/halved-1
-	t.Logf("SIGHUP: kept %.0f spans/s before (budget %.0f), %.0f after (budget %.0f); reloaded in %v; %d kept traces incomplete, %d split",
-		before, budget, after, halved, reloaded.Round(10*time.Millisecond), len(o.incomplete), o.split)
+	// measured from one adjust interval more, up to the next reload.
+	after := rate(changed.Add(reloaded+10*time.Second), ruleChanged)
+	afterRule := rate(ruleChanged.Add(ruleReloaded+10*time.Second), end)
+	matched, kept := matchedKept(lg, o, "svc-005", 4, ruleFrom, end)
+	beforeErr, afterErr, ruleErr := before/budget-1, after/halved-1, afterRule/halved-1
+	t.Logf("SIGHUP: kept %.0f spans/s before (budget %.0f), %.0f after (budget %.0f), %.0f after the rule; reloads took %v and %v; rule kept %d of %d it matched; %d kept traces incomplete, %d split",
+		before, budget, after, halved, afterRule, reloaded.Round(10*time.Millisecond), ruleReloaded.Round(10*time.Millisecond), kept, matched, len(o.incomplete), o.split)
 	assert.InDelta(t, 0, afterErr, 0.2, "the new budget holds after the reload, primed again")
+	assert.InDelta(t, 0, ruleErr, 0.2, "and after the rule's")
+	require.Greater(t, matched, 50)
+	assert.Equal(t, matched, kept, "the rule keeps what it matches once the pipeline is rebuilt")
 	reportRow("policy via SIGHUP", o.sent, o.kept, lg.lost, o.split,
-		fmt.Sprintf("%+.1f%% → %+.1f%%, %d cut", 100*beforeErr, 100*afterErr, len(o.incomplete)))
+		fmt.Sprintf("%+.1f%% → %+.1f%% → %+.1f%%, %d cut", 100*beforeErr, 100*afterErr, 100*ruleErr, len(o.incomplete)))
 }
 
 // TestPolicyReloadInvalidFileAtStartFailsNamingTheField: at start there is
