@@ -337,6 +337,14 @@ func TestE2EShadowForecastThenPromote(t *testing.T) {
 	}
 	to, after, liveAfter := time.Now(), shadowKept(), policyKept("live")
 	forecast := (after - before) / to.Sub(from).Seconds()
+	// A whole clock-aligned rare interval (1m) has passed: each policy's
+	// rare-path coverage is reported, side by side.
+	for _, s := range tr.samplers {
+		for _, policy := range []string{"live", "shadow"} {
+			c, ok := metricValue(s.metrics(), "otelcol_processor_budget_tail_sampling_policy_rare_coverage_ratio", map[string]string{"policy": policy})
+			assert.True(t, ok && c > 0 && c <= 1, "%s rare coverage %v", policy, c)
+		}
+	}
 	liveKept := rate(from, to)
 	t.Logf("live policy's own count %.0f spans/s", (liveAfter-liveBefore)/to.Sub(from).Seconds())
 

@@ -146,8 +146,9 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 	o.ObserveInt64(t.Peers, p.adj.Peers())
 	o.ObserveFloat64(t.Budget, p.adj.Budget())
 	p.live.Observe(t, o)
-	shadow.Observe(t, o, "live", shadow.Tally{Traces: c.traces, Spans: c.spans, Bytes: c.bytes}, pol, p.adj.Share())
-	p.shadow.Observe(t, o)
+	now := p.now().UnixNano()
+	shadow.Observe(t, o, "live", shadow.Tally{Traces: c.traces, Spans: c.spans, Bytes: c.bytes}, pol, p.adj.Share(), p.rare, now)
+	p.shadow.Observe(t, o, now)
 	folds := c.keyFolds
 	if p.red != nil {
 		folds += p.red.Folded()

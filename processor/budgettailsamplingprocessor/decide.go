@@ -179,7 +179,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 		sh.counters.overflow[traceinfo.ClassRule]++
 	}
 	vol := p.unit.Volume(t.Spans, t.Bytes+t.StampBytes)
-	p.shadow.Decide(sh.index, traits, t.InThreshold(), t.Randomness(t.ID), t.Spans, t.Bytes, vol)
+	p.shadow.Decide(sh.index, traits, t.InThreshold(), t.Randomness(t.ID), t.Spans, t.Bytes, vol, now.UnixNano())
 	if sh.volumes.Book(d, vol, keep, p.maxKeys) {
 		sh.counters.keyFolds++
 	}

@@ -33,7 +33,7 @@ var layers = map[string][]string{
 	"internal/split":        {"internal/traceinfo", "internal/names", "internal/rules", "/internal/otlpwire", "/internal/otep235"},
 	"internal/policy":       {"internal/traceinfo", "internal/rules", "/internal/pricing"},
 	"internal/livepolicy":   {"internal/metadata", "internal/policy", "internal/rare", "internal/relief", "internal/rules", "internal/split", "/internal/watchfile"},
-	"internal/shadow":       {"internal/livepolicy", "internal/metadata", "internal/policy", "internal/rules", "internal/traceinfo"},
+	"internal/shadow":       {"internal/livepolicy", "internal/metadata", "internal/policy", "internal/rare", "internal/rules", "internal/traceinfo"},
 	"internal/forward":      {"internal/spanmem", "/internal/otlpwire", "/internal/otep235", "/internal/spanwalk"},
 	"internal/handoff":      {"internal/metadata", "internal/traceinfo", "/internal/ring"},
 	"internal/relief":       {"internal/metadata", "internal/traceinfo"},

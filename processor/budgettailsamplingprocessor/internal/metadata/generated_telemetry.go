@@ -58,6 +58,7 @@ type TelemetryBuilder struct {
 	ProcessorBudgetTailSamplingPolicyBudgetUtilization        metric.Float64ObservableGauge
 	ProcessorBudgetTailSamplingPolicyFileRejected             metric.Int64ObservableGauge
 	ProcessorBudgetTailSamplingPolicyProjectedDaily           metric.Float64ObservableGauge
+	ProcessorBudgetTailSamplingPolicyRareCoverage             metric.Float64ObservableGauge
 	ProcessorBudgetTailSamplingPolicyReloads                  metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingPolicySpans                    metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingPolicyTraces                   metric.Int64ObservableCounter
@@ -511,6 +512,21 @@ func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPolicyProjec
 		cb(ctx, &observerFloat64{inst: builder.ProcessorBudgetTailSamplingPolicyProjectedDaily, obs: o})
 		return nil
 	}, builder.ProcessorBudgetTailSamplingPolicyProjectedDaily)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorBudgetTailSamplingPolicyRareCoverageCallback sets callback for observable ProcessorBudgetTailSamplingPolicyRareCoverage metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingPolicyRareCoverageCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ProcessorBudgetTailSamplingPolicyRareCoverage, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingPolicyRareCoverage)
 	if err != nil {
 		return err
 	}
@@ -1113,6 +1129,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_budget_tail_sampling_policy_projected_daily",
 		metric.WithDescription("What this instance keeps a day at the last adjust interval's rate, in the budget's unit (spans, bytes, or money for monthly_cost), by policy (live, shadow): the shadow's is its forecast. [Alpha]"),
 		metric.WithUnit("{unit}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingPolicyRareCoverage, err = builder.meter.Float64ObservableGauge(
+		"otelcol_processor_budget_tail_sampling_policy_rare_coverage",
+		metric.WithDescription("Share of the fairness keys decided in the last whole rare.interval that had a trace kept, by policy: live (as rare_coverage), and the shadow candidate's (what it would have kept); with rare.interval set. [Alpha]"),
+		metric.WithUnit("1"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorBudgetTailSamplingPolicyReloads, err = builder.meter.Int64ObservableCounter(

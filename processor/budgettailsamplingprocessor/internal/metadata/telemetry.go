@@ -70,6 +70,7 @@ const (
 	MetricPolicyTraces      = prefix + "policy_traces"
 	MetricPolicyProjected   = prefix + "policy_projected_daily"
 	MetricPolicyUtilization = prefix + "policy_budget_utilization"
+	MetricPolicyRareCover   = prefix + "policy_rare_coverage"
 )
 
 // Telemetry holds the processor's instruments. Counters are observable: the
@@ -145,6 +146,7 @@ type Telemetry struct {
 	PolicyTraces      metric.Int64ObservableCounter
 	PolicyProjected   metric.Float64ObservableGauge
 	PolicyUtilization metric.Float64ObservableGauge
+	PolicyRareCover   metric.Float64ObservableGauge
 }
 
 // Observables lists the instruments the processor's callback observes.
@@ -157,7 +159,7 @@ func (t *Telemetry) Observables() []metric.Observable {
 		t.ReliefRecalled, t.ReliefShed, t.ReliefRecallEvicted, t.ReliefRecallBytes, t.KeyFolds,
 		t.DurableBytes, t.DurableReplayed, t.DurableCorrupt, t.DurableFailures, t.DurableSegments, t.DurableTraces, t.DurableSkipped,
 		t.Represented, t.RareCoverage, t.RareProb, t.Budget, t.PolicyVersion, t.PolicyReloads, t.PolicyRejected,
-		t.PolicySpans, t.PolicyTraces, t.PolicyProjected, t.PolicyUtilization}
+		t.PolicySpans, t.PolicyTraces, t.PolicyProjected, t.PolicyUtilization, t.PolicyRareCover}
 }
 
 // NewTelemetry creates the instruments (generated from metadata.yaml) on
@@ -180,6 +182,7 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 		PolicyTraces:        tb.ProcessorBudgetTailSamplingPolicyTraces,
 		PolicyProjected:     tb.ProcessorBudgetTailSamplingPolicyProjectedDaily,
 		PolicyUtilization:   tb.ProcessorBudgetTailSamplingPolicyBudgetUtilization,
+		PolicyRareCover:     tb.ProcessorBudgetTailSamplingPolicyRareCoverage,
 		BufferedBytes:       tb.ProcessorBudgetTailSamplingBufferedBytes,
 		BufferedSpans:       tb.ProcessorBudgetTailSamplingBufferedSpans,
 		BufferedTraces:      tb.ProcessorBudgetTailSamplingBufferedTraces,

@@ -473,6 +473,20 @@ func AssertEqualProcessorBudgetTailSamplingPolicyProjectedDaily(t *testing.T, tt
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorBudgetTailSamplingPolicyRareCoverage(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_policy_rare_coverage",
+		Description: "Share of the fairness keys decided in the last whole rare.interval that had a trace kept, by policy: live (as rare_coverage), and the shadow candidate's (what it would have kept); with rare.interval set. [Alpha]",
+		Unit:        "1",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_policy_rare_coverage")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorBudgetTailSamplingPolicyReloads(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_budget_tail_sampling_policy_reloads",

@@ -34,8 +34,10 @@ type Adjuster struct {
 	s     Settings
 	unit  Unit
 	rules atomic.Pointer[rules.Set]
-	// nextRules is a rule set the next Tick applies (SetRules).
+	// nextRules is a rule set the next Tick applies (SetRules), nextRare
+	// a rare interval (SetRareInterval; 0: none).
 	nextRules atomic.Pointer[rules.Set]
+	nextRare  atomic.Int64
 	drain     Drain
 	est       *estimator
 	policy    atomic.Pointer[Policy]
@@ -82,6 +84,10 @@ func (a *Adjuster) RetuneNow(r Retune) {
 // Decisions read the rules from Rules, which changes with the policy.
 func (a *Adjuster) SetRules(rs *rules.Set) { a.nextRules.Store(rs) }
 
+// SetRareInterval changes rare's interval at the next Tick (as a Retune
+// with RareInterval does), leaving the budget and shares as they are.
+func (a *Adjuster) SetRareInterval(d time.Duration) { a.nextRare.Store(int64(d)) }
+
 // SetRulesNow applies rs at once (see RetuneNow).
 func (a *Adjuster) SetRulesNow(rs *rules.Set) {
 	a.SetRules(rs)
@@ -98,9 +104,11 @@ func (a *Adjuster) Rules() *rules.Set { return a.rules.Load() }
 func (a *Adjuster) applyRetune() {
 	r := a.retune.Swap(nil)
 	rs := a.nextRules.Swap(nil)
-	if r == nil && rs == nil {
+	rareInterval := time.Duration(a.nextRare.Swap(0))
+	if r == nil && rs == nil && rareInterval == 0 {
 		return
 	}
+	a.est.setRareInterval(rareInterval)
 	if r != nil {
 		a.perSecond.Store(math.Float64bits(r.PerSecond))
 		a.est.maxShare, a.est.minShare = r.MaxPriorityShare, r.MinBaselineShare

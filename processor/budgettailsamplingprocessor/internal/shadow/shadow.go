@@ -20,13 +20,17 @@ import (
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/livepolicy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rare"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
 // Shadow is the candidate policy and what it would do.
 type Shadow struct {
-	adj     *policy.Adjuster
+	adj *policy.Adjuster
+	// cover tracks the keys the candidate would keep a trace of in each
+	// rare interval (nil with rare off), for its rare-path coverage.
+	cover   *rare.Tracker
 	file    *livepolicy.Watcher
 	maxKeys int
 	stripes []stripe
@@ -77,6 +81,9 @@ func New(s policy.Settings, rs *rules.Set, file *livepolicy.Watcher, stripes int
 		sh.stripes[i].volumes = policy.NewVolumes(rs.Len())
 	}
 	sh.adj = policy.NewAdjuster(s, rs, sh.drain)
+	if s.RareInterval > 0 {
+		sh.cover = rare.New(s.RareInterval, s.MaxKeys)
+	}
 	sh.adj.RetuneNow(pol.Retune)
 	return sh, nil
 }
@@ -85,12 +92,18 @@ func New(s policy.Settings, rs *rules.Set, file *livepolicy.Watcher, stripes int
 // whether it would keep it, and books it. inTh is the threshold it arrived
 // with, r its randomness, vol its volume in the budget's unit.
 // A nil Shadow (none configured) does nothing, as do SetPeers and Observe.
-func (s *Shadow) Decide(stripe int, t policy.Traits, inTh sampling.Threshold, r sampling.Randomness, spans int, bytes int64, vol float64) {
+func (s *Shadow) Decide(stripe int, t policy.Traits, inTh sampling.Threshold, r sampling.Randomness, spans int, bytes int64, vol float64, now int64) {
 	if s == nil {
 		return
 	}
 	c := s.adj.Policy().Classify(t)
 	keep := traceinfo.Downstream(inTh, c.Prob.P).ShouldSample(r)
+	if s.cover != nil {
+		s.cover.Due(t.Booked, now)
+		if keep {
+			s.cover.Kept(t.Booked, now)
+		}
+	}
 	d := traceinfo.Decided{Service: c.Service, Class: c.Reason, Rule: int16(c.Rule)}
 	k := 0
 	if keep {
@@ -139,6 +152,15 @@ func (s *Shadow) TickInterval() time.Duration { return s.adj.TickInterval() }
 func (s *Shadow) SetPeers(n int64) {
 	if s != nil {
 		s.adj.SetPeers(n)
+	}
+}
+
+// SetRareInterval follows the live rare interval, over which coverage
+// is counted.
+func (s *Shadow) SetRareInterval(d time.Duration) {
+	if s != nil && s.cover != nil && d > 0 {
+		s.cover.SetInterval(d)
+		s.adj.SetRareInterval(d)
 	}
 }
 

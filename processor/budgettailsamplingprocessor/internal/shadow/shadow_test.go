@@ -17,6 +17,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/livepolicy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
 // A candidate with half the live budget, shown 5,000 spans/s of baseline
@@ -43,7 +44,7 @@ func TestShadowWouldKeepItsOwnBudget(t *testing.T) {
 			for i := range 5000 {
 				r, _ := sampling.UnsignedToRandomness(rnd.Uint64N(sampling.MaxAdjustedCount))
 				isErr := i%100 == 0
-				sh.Decide(i%4, policy.Traits{Key: "a", Booked: "a", Error: isErr, Rule: -1}, sampling.AlwaysSampleThreshold, r, 1, 100, 1)
+				sh.Decide(i%4, policy.Traits{Key: "a", Booked: "a", Error: isErr, Rule: -1}, sampling.AlwaysSampleThreshold, r, 1, 100, 1, 0)
 				if isErr {
 					errorsSeen++
 				}
@@ -66,4 +67,29 @@ func TestShadowWouldKeepItsOwnBudget(t *testing.T) {
 	run(2)
 	kept, _, _ = run(20)
 	assert.InEpsilon(t, 250, float64(kept)/20, 0.05, "a new candidate applies at once")
+}
+
+// The candidate's rare-path coverage: the share of keys decided in the
+// last whole interval that it would have kept a trace of.
+func TestShadowRareCoverage(t *testing.T) {
+	budget := policy.BudgetConfig{SpansPerSecond: 1000, Pricing: pricing.DefaultConfig(), Instances: 1, MaxPriorityShare: 0.8}
+	path := filepath.Join(t.TempDir(), "shadow.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("budget:\n  spans_per_second: 500\n"), 0o600))
+	rs, err := rules.Compile(nil, component.TelemetrySettings{Logger: zap.NewNop()})
+	require.NoError(t, err)
+	s := policy.Settings{Budget: budget, AdjustInterval: 2 * time.Second, Smoothing: 0.7, MaxKeys: 100, MinBaselineShare: 0.2, RareInterval: time.Minute}
+	sh, err := New(s, rs, livepolicy.NewShadow(livepolicy.Config{ShadowPath: path, CheckInterval: time.Second}, livepolicy.Base{Budget: budget, MinShare: 0.2}), 1)
+	require.NoError(t, err)
+	// The candidate keeps a's traces and almost none of the others'.
+	sh.adj.Pin(policy.Fixed(map[string]traceinfo.Probability{"a": traceinfo.Always}, traceinfo.NewProbability(sampling.MinSamplingProbability)))
+	r, _ := sampling.UnsignedToRandomness(1 << 40) // low randomness: kept only at high probability
+	minute := int64(time.Minute)
+	for _, key := range []string{"a", "a", "b", "c", "d"} {
+		sh.Decide(0, policy.Traits{Key: key, Booked: key, Rule: -1}, sampling.AlwaysSampleThreshold, r, 1, 100, 1, 10*minute+5)
+	}
+	share, ok := sh.cover.Coverage(11*minute + 1)
+	require.True(t, ok)
+	assert.InDelta(t, 0.25, share, 1e-9, "a of a, b, c, d")
+	sh.SetRareInterval(5 * time.Minute)
+	assert.Equal(t, 5*time.Minute, sh.cover.Interval(), "follows the live interval")
 }
