@@ -20,19 +20,27 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
 
+// newShadow runs the candidate of content beside a live budget of 1,000
+// spans/s; it returns the candidate's file.
+func newShadow(t *testing.T, content string, rareInterval time.Duration, stripes int) (*Shadow, string) {
+	t.Helper()
+	budget := policy.BudgetConfig{SpansPerSecond: 1000, Pricing: pricing.DefaultConfig(), Instances: 1, MaxPriorityShare: 0.8}
+	path := filepath.Join(t.TempDir(), "shadow.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	rs, err := rules.Compile(nil, component.TelemetrySettings{Logger: zap.NewNop()})
+	require.NoError(t, err)
+	s := policy.Settings{Budget: budget, AdjustInterval: 2 * time.Second, Smoothing: 0.7, MaxKeys: 100, MinBaselineShare: 0.2, RareInterval: rareInterval}
+	sh, err := New(s, rs, livepolicy.NewShadow(livepolicy.Config{ShadowPath: path, CheckInterval: time.Second}, livepolicy.Base{Budget: budget, MinShare: 0.2}), stripes)
+	require.NoError(t, err)
+	return sh, path
+}
+
 // A candidate with half the live budget, shown 5,000 spans/s of baseline
 // traffic (1% errors), would keep its own budget once it has learned the
 // rates, every error included; it kept nothing itself (it has no spans),
 // and its file can change its budget as the live one's can.
 func TestShadowWouldKeepItsOwnBudget(t *testing.T) {
-	budget := policy.BudgetConfig{SpansPerSecond: 1000, Pricing: pricing.DefaultConfig(), Instances: 1, MaxPriorityShare: 0.8}
-	path := filepath.Join(t.TempDir(), "shadow.yaml")
-	require.NoError(t, os.WriteFile(path, []byte("version: half\nbudget:\n  spans_per_second: 500\n"), 0o600))
-	rs, err := rules.Compile(nil, component.TelemetrySettings{Logger: zap.NewNop()})
-	require.NoError(t, err)
-	s := policy.Settings{Budget: budget, AdjustInterval: 2 * time.Second, Smoothing: 0.7, MaxKeys: 100, MinBaselineShare: 0.2}
-	sh, err := New(s, rs, livepolicy.NewShadow(livepolicy.Config{ShadowPath: path, CheckInterval: time.Second}, livepolicy.Base{Budget: budget, MinShare: 0.2}), 4)
-	require.NoError(t, err)
+	sh, path := newShadow(t, "version: half\nbudget:\n  spans_per_second: 500\n", 0, 4)
 	assert.Equal(t, "half", sh.Version())
 
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -72,14 +80,7 @@ func TestShadowWouldKeepItsOwnBudget(t *testing.T) {
 // The candidate's rare-path coverage: the share of keys decided in the
 // last whole interval that it would have kept a trace of.
 func TestShadowRareCoverage(t *testing.T) {
-	budget := policy.BudgetConfig{SpansPerSecond: 1000, Pricing: pricing.DefaultConfig(), Instances: 1, MaxPriorityShare: 0.8}
-	path := filepath.Join(t.TempDir(), "shadow.yaml")
-	require.NoError(t, os.WriteFile(path, []byte("budget:\n  spans_per_second: 500\n"), 0o600))
-	rs, err := rules.Compile(nil, component.TelemetrySettings{Logger: zap.NewNop()})
-	require.NoError(t, err)
-	s := policy.Settings{Budget: budget, AdjustInterval: 2 * time.Second, Smoothing: 0.7, MaxKeys: 100, MinBaselineShare: 0.2, RareInterval: time.Minute}
-	sh, err := New(s, rs, livepolicy.NewShadow(livepolicy.Config{ShadowPath: path, CheckInterval: time.Second}, livepolicy.Base{Budget: budget, MinShare: 0.2}), 1)
-	require.NoError(t, err)
+	sh, _ := newShadow(t, "budget:\n  spans_per_second: 500\n", time.Minute, 1)
 	// The candidate keeps a's traces and almost none of the others'.
 	sh.adj.Pin(policy.Fixed(map[string]traceinfo.Probability{"a": traceinfo.Always}, traceinfo.NewProbability(sampling.MinSamplingProbability)))
 	r, _ := sampling.UnsignedToRandomness(1 << 40) // low randomness: kept only at high probability
