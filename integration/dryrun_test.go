@@ -29,7 +29,9 @@ func dryRunOverlay(t *testing.T) string {
 	require.NotNil(t, dry)
 	dry["dry_run"] = true
 	overlay := map[string]any{
-		"processors": map[string]any{"budget_tail_sampling/dry": dry},
+		"processors": map[string]any{"budget_tail_sampling/dry": dry,
+			// The kept stage's spend as the dry run would make it.
+			"span_cost/dry": map[string]any{"stage": "dry_kept", "dry_run": true}},
 		"exporters": map[string]any{
 			"otlp_grpc/enforced": map[string]any{"endpoint": "${env:ENFORCED_SINK}", "tls": map[string]any{"insecure": true}},
 			"otlp_grpc/dry":      map[string]any{"endpoint": "${env:DRY_SINK}", "tls": map[string]any{"insecure": true}},
@@ -37,7 +39,7 @@ func dryRunOverlay(t *testing.T) string {
 		"service": map[string]any{"pipelines": map[string]any{
 			"traces": map[string]any{"exporters": []string{"otlp_grpc/enforced"}},
 			"traces/dry": map[string]any{"receivers": []string{"otlp"},
-				"processors": []string{"memory_limiter", "budget_tail_sampling/dry"}, "exporters": []string{"otlp_grpc/dry"}},
+				"processors": []string{"memory_limiter", "budget_tail_sampling/dry", "span_cost/dry"}, "exporters": []string{"otlp_grpc/dry"}},
 		}},
 	}
 	out, err := yaml.Marshal(overlay)
@@ -116,5 +118,16 @@ func TestE2EDryRunForwardsEverySpanAndKeepsTheSameVolume(t *testing.T) {
 	assert.Zero(t, twice, "once")
 	assert.InEpsilon(t, float64(kept), float64(wouldKeep), 0.05, "the would-be kept volume is what enforcing keeps")
 	assert.Greater(t, float64(both), 0.8*float64(wouldKeepTraces), "mostly the same traces")
+	// The spend: span_cost after the dry run meters what it would keep,
+	// as it would be sent, against span_cost/kept after the enforcing one.
+	fams := c.metrics()
+	cost := func(stage string) float64 {
+		v, ok := metricValue(fams, "otelcol_processor_span_cost_cost_total", map[string]string{"stage": stage})
+		require.True(t, ok, stage)
+		return v
+	}
+	spendKept, spendDry := cost("kept"), cost("dry_kept")
+	t.Logf("spend: enforced %.6g, dry run would have spent %.6g (%+.1f%%)", spendKept, spendDry, 100*(spendDry/spendKept-1))
+	assert.InEpsilon(t, spendKept, spendDry, 0.05, "the dry run's metered spend is what enforcing spends")
 	reportRow("dry run", sent, wouldKeep, 0, 0, fmt.Sprintf("%+.1f%% vs enforced", 100*(float64(wouldKeep)/float64(kept)-1)))
 }

@@ -31,6 +31,10 @@ type Config struct {
 	// BudgetsFile holds the budgets instead, re-read while the collector
 	// runs (see budgets.go).
 	BudgetsFile BudgetsFileConfig `mapstructure:"budgets_file"`
+	// DryRun meters only what a dry-running budget_tail_sampling before
+	// this processor would keep, sized as it would be sent (see dryrun.go):
+	// the kept stage's spend as enforcing would make it.
+	DryRun bool `mapstructure:"dry_run"`
 	// ProjectionWindow is how far back the rate behind the projected monthly
 	// spend looks.
 	ProjectionWindow time.Duration `mapstructure:"projection_window"`

@@ -178,7 +178,8 @@ func (p *spanCost) meter(m *meter, td ptrace.Traces) {
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		if m.resourceDims(p.cfg.Dimensions, rs.Resource().Attributes()) {
+		onResource := m.resourceDims(p.cfg.Dimensions, rs.Resource().Attributes())
+		if onResource && !p.cfg.DryRun {
 			// Fast path: every dimension is on the resource, so the whole
 			// resource (spans and envelope bytes) belongs to one series.
 			var n int64
@@ -203,7 +204,15 @@ func (p *spanCost) meter(m *meter, td ptrace.Traces) {
 		}
 		// Slow path: some dimension lives on spans, so each span is sized and
 		// given its even share of its scope's and resource's envelope bytes.
+		// (A dry run's spans are each sized and weighed here too: only what
+		// would be kept is metered.)
 		m.sizes.Attribute(rs, func(span ptrace.Span, bytes int) {
+			if p.cfg.DryRun {
+				var send bool
+				if bytes, send = wouldSend(span, bytes); !send {
+					return
+				}
+			}
 			m.spanDims(p.cfg.Dimensions, span.Attributes())
 			s, over := p.seriesFor(m)
 			w, bad := m.weights.Weight(span)
