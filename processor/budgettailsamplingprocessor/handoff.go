@@ -52,6 +52,7 @@ func (p *budgetTailSampler) rebalance() {
 					return false
 				}
 				if owner, mine := h.OwnerOf(id); !mine {
+					d.Rule = p.adj.Rules().Portable(d.Rule)
 					h.Send(owner, handoff.Item{Kind: handoff.KindDecision, ID: id, Decision: d, Sampled: which == traceinfo.Sampled})
 				}
 				return true

@@ -530,3 +530,43 @@ func TestAdoptedDecisionTakesTheHeldPartBackToTheDecider(t *testing.T) {
 		}
 	})
 }
+
+// Two samplers whose rule slots differ — one has run since before a rule
+// was added ahead of the others, one started with the new file — hand a
+// drop rule's decisions over: the late errors of the dropped traces are
+// dropped at the new owner too, though its slot of that index is a keep
+// rule (a decision travels as "a drop rule's", not as a slot).
+func TestReloadRuleSlotsDifferAcrossAHandoff(t *testing.T) {
+	health := RuleConfig{Name: "health", Action: "drop", Conditions: []string{`name == "/healthz"`}}
+	vip := RuleConfig{Name: "vip", Action: "keep", Conditions: []string{`resource.attributes["customer.tier"] == "gold"`}}
+	ht := newHandoffTier(t, nil, nil)
+	a := ht.start("127.0.0.2", func(c *Config) { c.Handoff.Window = 20 * time.Second; c.Rules = []RuleConfig{health} })
+	b := ht.start("127.0.0.3", func(c *Config) { c.Handoff.Window = 20 * time.Second; c.Rules = []RuleConfig{vip, health} })
+	ht.resolve("127.0.0.2")
+	var ids []pcommon.TraceID
+	for i := range 100 {
+		id := traceIDWithRandomness(uint64(i+1), 0.5)
+		ids = append(ids, id)
+		td := oneSpan("svc", id, 1, 0, ht.now(), time.Millisecond)
+		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).SetName("/healthz")
+		require.NoError(t, a.p.ConsumeTraces(context.Background(), td))
+	}
+	ht.advance(3 * time.Second)
+	require.Empty(t, a.keptSpans(), "dropped by health at A")
+
+	ht.resolve("127.0.0.2", "127.0.0.3")
+	ht.settle()
+	r := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317"})
+	moved := 0
+	for _, id := range ids {
+		if r.Owner(id) == "127.0.0.3:4317" {
+			moved++
+			late := oneSpan("db", id, 2, 1, ht.now(), time.Millisecond)
+			late.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Status().SetCode(ptrace.StatusCodeError)
+			require.NoError(t, b.p.ConsumeTraces(context.Background(), late))
+		}
+	}
+	require.Positive(t, moved)
+	assert.Zero(t, b.p.bufferedTraces(), "late errors follow A's decision")
+	assert.Empty(t, b.keptSpans(), "a drop rule drops late errors, at the new owner too")
+}

@@ -11,7 +11,6 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/recall"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/red"
-	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rules"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
@@ -176,7 +175,7 @@ func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.C
 		if p.red != nil {
 			// Weighed as made here, as kept where it is forwarded.
 			var w red.Weights
-			if !p.droppedByRule(d) {
+			if !p.adj.Rules().Drops(d.Rule) {
 				w.Made = float64(f.Spans) * f.InThreshold().AdjustedCount()
 			}
 			p.red.Spans(d.Service, f.Spans, w)
@@ -258,20 +257,12 @@ func (p *budgetTailSampler) representKept(key string, spans int, th sampling.Thr
 	}
 }
 
-// droppedByRule reports whether d is a drop rule's decision. A rule's slot
-// keeps its action while the sampler runs (rules.Set.Next); a peer's
-// decision may name a slot this sampler does not have.
-func (p *budgetTailSampler) droppedByRule(d *traceinfo.Decided) bool {
-	rs := p.adj.Rules()
-	return d.Rule >= 0 && int(d.Rule) < rs.Len() && rs.Rule(int(d.Rule)).Action == rules.ActionDrop
-}
-
 // followNotSampled drops a late fragment of a trace decided not-sampled,
 // unless it carries an error: then it is decided as an error trace on what
 // it holds (a partial error trace beats none), and what follows it too.
 func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tracebuf.Known, z size, out *forward.Kept) {
 	d := *sh.DecisionOf(k)
-	if p.droppedByRule(&d) {
+	if p.adj.Rules().Drops(d.Rule) {
 		// Dropped by a rule: whatever follows, errors included.
 		sh.counters.countLate(traceinfo.NotSampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
 		p.dryRunNotKept(f, out)

@@ -415,6 +415,23 @@ func (rs *Set) ByKey(key string) *Rule {
 	return nil
 }
 
+// Drops reports whether a decision's rule (traceinfo.Decided.Rule) is a
+// drop rule: a slot of this set whose rule drops (a slot keeps its action:
+// Next), or traceinfo.RuleDropped from a peer.
+func (rs *Set) Drops(slot int16) bool {
+	return slot == traceinfo.RuleDropped || slot >= 0 && int(slot) < len(rs.rules) && rs.rules[slot].Action == ActionDrop
+}
+
+// Portable is a decision's rule as a peer can read it: another sampler's
+// slots are not this one's (they follow its own history of changes), so
+// only whether a drop rule decided travels.
+func (rs *Set) Portable(slot int16) int16 {
+	if rs.Drops(slot) {
+		return traceinfo.RuleDropped
+	}
+	return -1
+}
+
 // Counts are one slot's rule's totals: traces matched, and of them kept
 // or dropped; conditions that failed to evaluate.
 type Counts struct {

@@ -54,12 +54,18 @@ type Decided struct {
 	Th      sampling.Threshold
 	Service string // the key its volume is booked under
 	Class   Reason // the volume class: error, outlier, baseline, rule or rare
-	Rule    int16  // the rule that decided it, or -1
+	Rule    int16  // the slot of the rule that decided it, -1, or RuleDropped
 	At      int64  // when, in Unix nanoseconds: recent decisions travel on handoff
 	// Recent fingerprints the trace's last fragments, so that one delivered
 	// again after the decision is dropped rather than followed twice.
 	Recent [2]uint64
 }
+
+// RuleDropped is the Rule of a decision a peer's drop rule made: rule
+// slots are each sampler's own (they follow its history of policy
+// changes), so a decision handed over says only whether a drop rule made
+// it, which its late spans must follow.
+const RuleDropped int16 = -2
 
 // Seen reports whether a late fragment with this fingerprint arrived
 // before, and remembers it otherwise.
