@@ -322,6 +322,16 @@ func TestE2EShadowForecastThenPromote(t *testing.T) {
 		return sum / 86400
 	}
 	rate := tr.keptRate
+	// What the kept spans cost, as span_cost/kept meters it, tier-wide.
+	spend := func() (cost, spans float64) {
+		for _, s := range tr.samplers {
+			f := s.metrics()
+			c, _ := metricValue(f, "otelcol_processor_span_cost_cost_total", map[string]string{"stage": "kept"})
+			n, _ := metricValue(f, "otelcol_processor_span_cost_spans_total", map[string]string{"stage": "kept"})
+			cost, spans = cost+c, spans+n
+		}
+		return cost, spans
+	}
 
 	lg := newLoadGen(t, tr.gateway, 300, 1)
 	done := lg.start(110 * time.Second)
@@ -330,6 +340,7 @@ func TestE2EShadowForecastThenPromote(t *testing.T) {
 	// percent over budget, live and shadow alike), every 5 s over 30 s.
 	time.Sleep(35 * time.Second)
 	from, before, liveBefore := time.Now(), shadowKept(), policyKept("live")
+	costFrom, spansFrom := spend()
 	var forecastProjected float64
 	for range 6 {
 		time.Sleep(5 * time.Second)
@@ -337,6 +348,10 @@ func TestE2EShadowForecastThenPromote(t *testing.T) {
 	}
 	to, after, liveAfter := time.Now(), shadowKept(), policyKept("live")
 	forecast := (after - before) / to.Sub(from).Seconds()
+	costTo, spansTo := spend()
+	// The spend forecast: the shadow's projected spans at what a kept
+	// span costs (span_cost/kept, meanwhile).
+	forecastSpend := forecastProjected * (costTo - costFrom) / (spansTo - spansFrom)
 	// A whole clock-aligned rare interval (1m) has passed: each policy's
 	// rare-path coverage is reported, side by side.
 	for _, s := range tr.samplers {
@@ -350,8 +365,13 @@ func TestE2EShadowForecastThenPromote(t *testing.T) {
 
 	writePolicy(t, live, candidateFile) // promote
 	promoted := time.Now()
+	time.Sleep(6 * time.Second)
+	settled := time.Now()
+	costSettled, _ := spend()
 	<-done
 	end := time.Now()
+	costEnd, _ := spend()
+	actualSpend := (costEnd - costSettled) / end.Sub(settled).Seconds()
 	waitQuiet(t, tr.sinks, 3*time.Second)
 	actual := rate(promoted.Add(6*time.Second), end)
 	o := collectOutcome(lg, tr.sinks)
@@ -359,6 +379,8 @@ func TestE2EShadowForecastThenPromote(t *testing.T) {
 		forecastProjected, forecast, liveKept, actual, candidate)
 	assert.InDelta(t, 0, liveKept/budget-1, 0.10, "the shadow decided nothing: the live budget held")
 	assert.InEpsilon(t, forecastProjected, actual, 0.05, "the promoted policy keeps what the shadow's projected day forecast")
+	t.Logf("spend: forecast %.4g a second, the promoted policy spent %.4g (%+.1f%%)", forecastSpend, actualSpend, 100*(actualSpend/forecastSpend-1))
+	assert.InEpsilon(t, forecastSpend, actualSpend, 0.05, "and spends what it forecast")
 	assert.Zero(t, o.split)
 	assert.Empty(t, o.incomplete)
 	reportRow("shadow then promote", o.sent, o.kept, lg.lost, o.split,
