@@ -43,6 +43,7 @@ func (g *handoffGlue) Receive(ctx context.Context, td ptrace.Traces, from string
 func (p *budgetTailSampler) rebalance() {
 	h := p.handoff
 	cutoff := p.now().Add(-h.Window()).UnixNano()
+	rs := p.adj.Rules()
 	for _, sh := range p.shards {
 		sh.mu.Lock()
 		sh.Each(func(t *tracebuf.Trace) { p.passOn(sh, t, false) })
@@ -52,7 +53,7 @@ func (p *budgetTailSampler) rebalance() {
 					return false
 				}
 				if owner, mine := h.OwnerOf(id); !mine {
-					d.Rule = p.adj.Rules().Portable(d.Rule)
+					d.Rule = rs.Portable(d.Rule)
 					h.Send(owner, handoff.Item{Kind: handoff.KindDecision, ID: id, Decision: d, Sampled: which == traceinfo.Sampled})
 				}
 				return true

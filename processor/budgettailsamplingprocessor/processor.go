@@ -173,7 +173,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		}
 		p.applyLive(pol)
 		p.adj.RetuneNow(pol.Retune)
-		settings.RareInterval = pol.Retune.RareInterval // the shadow's
+		settings.RareInterval = pol.RareInterval // the shadow's
 	}
 	if cfg.PolicyFile.ShadowPath != "" {
 		if p.shadow, err = shadow.New(settings, p.adj.Rules(), livepolicy.NewShadow(cfg.PolicyFile, base), n); err != nil {
@@ -312,8 +312,9 @@ func (p *budgetTailSampler) applyLive(pol livepolicy.Policy) {
 	p.adj.SetRules(pol.Rules)
 	p.shadow.SetRules(pol.Rules)
 	if p.rare != nil {
-		p.rare.SetInterval(pol.Retune.RareInterval)
-		p.shadow.SetRareInterval(pol.Retune.RareInterval)
+		p.rare.SetInterval(pol.RareInterval)
+		p.adj.SetRareInterval(pol.RareInterval)
+		p.shadow.SetRareInterval(pol.RareInterval)
 	}
 	p.relief.SetLevels(pol.ReliefLevels[0], pol.ReliefLevels[1])
 }

@@ -174,7 +174,7 @@ func (p *budgetTailSampler) shedOnMemory() {
 	// The heap over deactivation_level, taken out of the buffer: the
 	// buffer is most of the heap, but not all of it (a cut in proportion
 	// to the buffer alone was too small to stop memory_limiter).
-	excess := (level - p.cfg.StressRelief.DeactivationLevel) / 100 * p.relief.MemoryBound()
+	excess := (level - p.relief.DeactivationLevel()) / 100 * p.relief.MemoryBound()
 	target := p.totals.Bytes() - int64(excess)
 	var out forward.Kept
 	p.decideOldestWhile(now, func() bool { return p.totals.Bytes() > target }, &out,

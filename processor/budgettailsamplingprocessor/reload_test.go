@@ -191,6 +191,7 @@ func TestReloadRareIntervalAndReliefLevelsReachTheSampler(t *testing.T) {
 	write("rare:\n  interval: 5m\nstress_relief:\n  activation_level: 95\n  deactivation_level: 80\n")
 	ts.p.checkPolicy()
 	assert.Equal(t, 95.0, ts.p.relief.ActivationLevel())
+	assert.Equal(t, 80.0, ts.p.relief.DeactivationLevel(), "which shedOnMemory cuts the buffer down to too")
 	assert.Equal(t, 5*time.Minute, ts.p.rare.Interval())
 	write("stress_relief:\n  activation_level: 95\n  deactivation_level: 99\n")
 	ts.p.checkPolicy()

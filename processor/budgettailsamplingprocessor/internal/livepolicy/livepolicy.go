@@ -117,6 +117,9 @@ type Policy struct {
 	// Keys are the fairness keys (the file's, else the configuration's);
 	// nil from a shadow file.
 	Keys []split.Key
+	// RareInterval is rare's interval (the file's, else the
+	// configuration's; 0 with rare off).
+	RareInterval time.Duration
 	// ReliefLevels are stress_relief's activation and deactivation levels
 	// (the file's, else the configuration's).
 	ReliefLevels [2]float64
@@ -260,7 +263,7 @@ func (w *Watcher) parseRareAndRelief(f File, pol *Policy) []error {
 			errs = append(errs, r.Check(w.base.DecisionWait)...)
 		}
 	}
-	pol.Retune.RareInterval = r.Interval
+	pol.RareInterval = r.Interval
 	rc := w.base.Relief
 	if f.StressRelief != (FileRelief{}) {
 		if f.StressRelief.ActivationLevel != nil {

@@ -221,14 +221,14 @@ func TestReloadRareIntervalAndReliefLevels(t *testing.T) {
 	write("version: v1\n")
 	pol, err := w.Load()
 	require.NoError(t, err)
-	assert.Equal(t, time.Minute, pol.Retune.RareInterval, "the configuration's")
+	assert.Equal(t, time.Minute, pol.RareInterval, "the configuration's")
 	assert.Equal(t, [2]float64{90, 75}, pol.ReliefLevels)
 
 	write("rare:\n  interval: 5m\nstress_relief:\n  activation_level: 70\n  deactivation_level: 50\n")
 	pol, changed, err := w.Check()
 	require.NoError(t, err)
 	require.True(t, changed)
-	assert.Equal(t, 5*time.Minute, pol.Retune.RareInterval)
+	assert.Equal(t, 5*time.Minute, pol.RareInterval)
 	assert.Equal(t, [2]float64{70, 50}, pol.ReliefLevels)
 
 	for content, want := range map[string]string{

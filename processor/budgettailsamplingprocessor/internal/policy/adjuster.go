@@ -62,9 +62,6 @@ type Retune struct {
 	PerSecond        float64
 	MaxPriorityShare float64
 	MinBaselineShare float64
-	// RareInterval is rare's new interval (0: unchanged; rare stays on or
-	// off as configured).
-	RareInterval time.Duration
 }
 
 // Retune changes the budget and the shares at the next Tick, which plans
@@ -84,15 +81,9 @@ func (a *Adjuster) RetuneNow(r Retune) {
 // Decisions read the rules from Rules, which changes with the policy.
 func (a *Adjuster) SetRules(rs *rules.Set) { a.nextRules.Store(rs) }
 
-// SetRareInterval changes rare's interval at the next Tick (as a Retune
-// with RareInterval does), leaving the budget and shares as they are.
+// SetRareInterval changes rare's interval at the next Tick (rare stays on
+// or off as configured; 0: unchanged).
 func (a *Adjuster) SetRareInterval(d time.Duration) { a.nextRare.Store(int64(d)) }
-
-// SetRulesNow applies rs at once (see RetuneNow).
-func (a *Adjuster) SetRulesNow(rs *rules.Set) {
-	a.SetRules(rs)
-	a.applyRetune()
-}
 
 // Rules are the rules decisions apply now.
 func (a *Adjuster) Rules() *rules.Set { return a.rules.Load() }
@@ -112,7 +103,6 @@ func (a *Adjuster) applyRetune() {
 	if r != nil {
 		a.perSecond.Store(math.Float64bits(r.PerSecond))
 		a.est.maxShare, a.est.minShare = r.MaxPriorityShare, r.MinBaselineShare
-		a.est.setRareInterval(r.RareInterval)
 	}
 	if rs != nil {
 		a.est.setRules(rs)

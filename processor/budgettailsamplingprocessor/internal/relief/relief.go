@@ -238,6 +238,10 @@ func (c *Controller) SetLevels(activation, deactivation float64) {
 // ActivationLevel is the level relief starts at, in percent.
 func (c *Controller) ActivationLevel() float64 { return math.Float64frombits(c.activation.Load()) }
 
+// DeactivationLevel is the level every load must be under for relief to
+// stop, in percent.
+func (c *Controller) DeactivationLevel() float64 { return math.Float64frombits(c.deactivation.Load()) }
+
 // Update takes the buffer's fill (traces and bytes, as fractions of their
 // bounds), reads the heap, and switches relief on or off; it reports
 // whether it switched.
@@ -264,7 +268,7 @@ func (c *Controller) Update(now time.Time, bufferedTraces, bufferedBytes float64
 	if c.changed.IsZero() {
 		since = time.Duration(math.MaxInt64)
 	}
-	activation, deactivation := c.ActivationLevel(), math.Float64frombits(c.deactivation.Load())
+	activation, deactivation := c.ActivationLevel(), c.DeactivationLevel()
 	switch active := c.active.Load(); {
 	case !active && highest >= activation && since >= c.cfg.MinimumDeactivationDuration:
 		c.reason.Store(int32(top))

@@ -180,15 +180,6 @@ func (s *Shadow) Poll(logger *zap.Logger) {
 	}
 }
 
-// CheckFile re-reads the candidate's file (see livepolicy.Watcher.Check).
-func (s *Shadow) CheckFile() (livepolicy.Policy, bool, error) {
-	pol, changed, err := s.file.Check()
-	if changed && err == nil {
-		s.adj.Retune(pol.Retune)
-	}
-	return pol, changed, err
-}
-
 // Policy is the candidate's policy now.
 func (s *Shadow) Policy() *policy.Policy { return s.adj.Policy() }
 

@@ -69,9 +69,9 @@ func TestShadowWouldKeepItsOwnBudget(t *testing.T) {
 	assert.Equal(t, errorsSeen, errorsKept, "every error")
 
 	require.NoError(t, os.WriteFile(path, []byte("budget:\n  spans_per_second: 250\n"), 0o600))
-	_, changed, err := sh.CheckFile()
-	require.NoError(t, err)
-	require.True(t, changed)
+	sh.Poll(zap.NewNop())
+	applied, rejected := sh.file.Reloads()
+	require.Equal(t, [2]int64{2, 0}, [2]int64{applied, rejected}, "read at start, then the change")
 	run(2)
 	kept, _, _ = run(20)
 	assert.InEpsilon(t, 250, float64(kept)/20, 0.05, "a new candidate applies at once")
