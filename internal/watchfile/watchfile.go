@@ -3,8 +3,9 @@
 // status says which version runs, whether the file's content is rejected,
 // and how many changes were applied and rejected.
 //
-// It owns reading, change detection and the status. It must not know what
-// the file holds: the caller parses and applies it.
+// It owns reading, change detection, decoding YAML as the collector reads
+// its configuration, and the status. It must not know what the file holds:
+// the caller validates and applies it.
 package watchfile // import "github.com/otelcol-cost/otelcol-cost/internal/watchfile"
 
 import (
@@ -13,6 +14,9 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+
+	"go.opentelemetry.io/collector/confmap"
+	"go.yaml.in/yaml/v3"
 )
 
 // Watcher watches one file. Check runs on one goroutine; the status
@@ -99,3 +103,14 @@ func (w *Watcher) Rejected() bool { return w.rejected.Load() }
 
 // Reloads are the changes read, applied and rejected.
 func (w *Watcher) Reloads() (applied, rejected int64) { return w.applied.Load(), w.failed.Load() }
+
+// Decode reads a content's YAML into v as the collector reads its
+// configuration (confmap): durations and the like decoded, a key v does
+// not have rejected by name.
+func Decode(data []byte, v any) error {
+	raw := map[string]any{}
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("not YAML: %w", err)
+	}
+	return confmap.NewFromStringMap(raw).Unmarshal(v)
+}

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/watchfile"
 )
@@ -51,15 +49,11 @@ func (p *spanCost) checkBudgetsFile() {
 // applyBudgets decodes and validates data and gives every series its
 // budget from it.
 func (p *spanCost) applyBudgets(data []byte, _ string) (string, error) {
-	raw := map[string]any{}
-	if err := yaml.Unmarshal(data, &raw); err != nil {
-		return "", fmt.Errorf("budgets file %s: not YAML: %w", p.cfg.BudgetsFile.Path, err)
-	}
 	var f struct {
 		Version       string `mapstructure:"version"`
 		BudgetsConfig `mapstructure:",squash"`
 	}
-	if err := confmap.NewFromStringMap(raw).Unmarshal(&f); err != nil {
+	if err := watchfile.Decode(data, &f); err != nil {
 		return "", fmt.Errorf("budgets file %s: %w", p.cfg.BudgetsFile.Path, err)
 	}
 	if err := errors.Join(f.check(p.cfg.Dimensions)...); err != nil {

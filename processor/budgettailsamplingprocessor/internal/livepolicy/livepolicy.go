@@ -15,11 +15,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/watchfile"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
@@ -201,12 +199,8 @@ func (w *Watcher) Poll(logger *zap.Logger, apply func(Policy)) {
 
 // parse decodes and validates data over the base.
 func (w *Watcher) parse(data []byte) (Policy, error) {
-	raw := map[string]any{}
-	if err := yaml.Unmarshal(data, &raw); err != nil {
-		return Policy{}, fmt.Errorf("policy file %s: not YAML: %w", w.cfg.Path, err)
-	}
 	var f File
-	if err := confmap.NewFromStringMap(raw).Unmarshal(&f); err != nil {
+	if err := watchfile.Decode(data, &f); err != nil {
 		return Policy{}, fmt.Errorf("policy file %s: %w", w.cfg.Path, err)
 	}
 	b := w.base.Budget
