@@ -34,7 +34,7 @@ func TestRareEndpointAndREDThroughTheBinaryWithSDKClients(t *testing.T) {
 	sink := startSink(t)
 	c := startCollector(t, map[string]string{
 		"OTLP_BACKEND_ENDPOINT":   sink.Addr,
-		"BUDGET_SPANS_PER_SECOND": "2",
+		"BUDGET_SPANS_PER_SECOND": "4",
 		"BASELINE_KEYS":           "[service.name, http.route]",
 		"RARE_INTERVAL":           interval.String(),
 		"DECISION_WAIT":           "12s",
