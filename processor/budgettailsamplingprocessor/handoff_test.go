@@ -248,18 +248,10 @@ func TestRecentDecisionsTravelWithTheRing(t *testing.T) {
 	require.NotEmpty(t, keptAtA)
 	require.Less(t, len(keptAtA), 200)
 
-	ht.resolve("127.0.0.2", "127.0.0.3")
-	ht.settle()
 	// Late spans of the moved traces reach B (gateways on the new ring).
-	r := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317"})
-	moved := 0
-	for _, id := range ids {
-		if r.Owner(id) == "127.0.0.3:4317" {
-			moved++
-			require.NoError(t, b.p.ConsumeTraces(context.Background(), oneSpan("svc", id, 2, 1, ht.now(), time.Millisecond)))
-		}
-	}
-	require.Positive(t, moved)
+	moved, r := joinAndSendLate(t, ht, b, ids, func(id pcommon.TraceID) ptrace.Traces {
+		return oneSpan("svc", id, 2, 1, ht.now(), time.Millisecond)
+	})
 	assert.Zero(t, b.p.bufferedTraces(), "late spans follow the decision made at A, not a new one")
 	for id, spans := range b.keptSpans() {
 		_, keptBefore := keptAtA[id]
@@ -282,6 +274,25 @@ func TestRecentDecisionsTravelWithTheRing(t *testing.T) {
 	ht.resolve("127.0.0.2", "127.0.0.3")
 	ht.settle()
 	assert.Equal(t, before, a.metric("otelcol_processor_budget_tail_sampling_handoff_decisions", attributeDirection("sent")))
+}
+
+// joinAndSendLate adds 127.0.0.3 (b) to the ring beside 127.0.0.2, waits
+// for the handoff, and sends b a late span (late's) of each of ids the
+// new ring gives it; it returns how many and the ring.
+func joinAndSendLate(t *testing.T, ht *handoffTier, b *testSampler, ids []pcommon.TraceID, late func(pcommon.TraceID) ptrace.Traces) (int, *ring.Ring) {
+	t.Helper()
+	ht.resolve("127.0.0.2", "127.0.0.3")
+	ht.settle()
+	r := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317"})
+	moved := 0
+	for _, id := range ids {
+		if r.Owner(id) == "127.0.0.3:4317" {
+			moved++
+			require.NoError(t, b.p.ConsumeTraces(context.Background(), late(id)))
+		}
+	}
+	require.Positive(t, moved)
+	return moved, r
 }
 
 func thOf(s ptrace.Span) string { return s.TraceState().AsRaw() }
@@ -554,19 +565,11 @@ func TestReloadRuleSlotsDifferAcrossAHandoff(t *testing.T) {
 	ht.advance(3 * time.Second)
 	require.Empty(t, a.keptSpans(), "dropped by health at A")
 
-	ht.resolve("127.0.0.2", "127.0.0.3")
-	ht.settle()
-	r := ring.New([]string{"127.0.0.2:4317", "127.0.0.3:4317"})
-	moved := 0
-	for _, id := range ids {
-		if r.Owner(id) == "127.0.0.3:4317" {
-			moved++
-			late := oneSpan("db", id, 2, 1, ht.now(), time.Millisecond)
-			late.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Status().SetCode(ptrace.StatusCodeError)
-			require.NoError(t, b.p.ConsumeTraces(context.Background(), late))
-		}
-	}
-	require.Positive(t, moved)
+	joinAndSendLate(t, ht, b, ids, func(id pcommon.TraceID) ptrace.Traces {
+		late := oneSpan("db", id, 2, 1, ht.now(), time.Millisecond)
+		late.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Status().SetCode(ptrace.StatusCodeError)
+		return late
+	})
 	assert.Zero(t, b.p.bufferedTraces(), "late errors follow A's decision")
 	assert.Empty(t, b.keptSpans(), "a drop rule drops late errors, at the new owner too")
 }
