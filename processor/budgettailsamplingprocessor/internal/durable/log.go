@@ -9,27 +9,13 @@
 // caller says when the oldest buffered fragment arrived (Retain), and a
 // segment whose records all arrived before that is deleted, oldest first.
 //
-// A segment starts with a header: [8-byte magic][u64 sequence][u32 flags]
-// [u32 CRC-32C of the 20 bytes before]. A record is framed as [u32 body
-// length][u32 CRC-32C of the body, XORed with the segment's stamp][body],
+// A record is framed as [u32 body length][u32 CRC-32C of the body][body],
 // little-endian; a body is [kind][16-byte trace ID][i64 Unix ns] then, for
 // a fragment, its OTLP encoding. A fragment's time is its arrival, a done
 // mark's its trace's decision: replay leaves out a trace's fragments that
-// arrived up to its last decision. Every write ends with an end frame
-// (eight zero bytes) that the next write overwrites. A reader stops at the
-// end frame, or at the first frame that is short or fails its checksum (a
-// torn write), and goes on with the next segment.
-//
-// With sync interval or always, deleted segments are recycled: renamed
-// aside and, at the next rotation, renamed to the new segment and
-// overwritten from its start. Overwriting pages the page cache already
-// holds costs half the CPU of writing a new file and unlinking it
-// (measured: 0.21 vs 0.48 s of CPU per GiB on ext4).
-// What follows a recycled segment's end frame is the previous life's
-// records; the stamp (from the sequence) keeps a reader from taking one
-// of them for the segment's own, even where the end frame was torn.
-// Segments written before the header existed (no magic) are read as they
-// were written.
+// arrived up to its last decision. A reader stops at
+// the first frame that is short or fails its checksum (a torn write) and
+// goes on with the next segment.
 package durable // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 
 import (
@@ -67,34 +53,12 @@ const (
 
 	frameHeader = 8
 	idLen       = 16
-	// segmentHeader is the magic, the sequence, the flags and their CRC.
-	segmentHeader = 24
-	// flagRecycled: the file had a previous life, whose records may follow
-	// the end frame.
-	flagRecycled uint32 = 1
 	// maxRecord bounds a record read back: anything longer is a corrupt
 	// length, not a fragment (the collector's gRPC limit is far below).
 	maxRecord = 256 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// segmentMagic opens every segment with a header; as a record's length it
-// would be past maxRecord, so a segment without one is never taken for one.
-var segmentMagic = [8]byte{'O', 'C', 'W', '2', 'l', 'o', 'g', 0}
-
-// endFrame ends every write: a zero length, which no record has.
-var endFrame [frameHeader]byte
-
-// stamp is what a segment's records' checksums are XORed with: different
-// for any two sequences less than 2^32 apart (an odd multiplier is a
-// bijection), so a record of a recycled file's previous life never passes
-// as the current one's.
-func stamp(seq uint64) uint32 { return uint32(seq+1) * 0x9E3779B1 }
-
-// maxSpares bounds the recycled files kept for the next rotations: enough
-// for the rotations between two Retains at hundreds of MB/s.
-const maxSpares = 8
 
 // ErrFull is a Commit's error while the log is at its size bound.
 var ErrFull = errors.New("durable log at max_bytes")
@@ -113,11 +77,8 @@ type Options struct {
 }
 
 type segment struct {
-	seq uint64
-	// written is the bytes of records written to it (rotation); size its
-	// bytes on disk, a recycled file's previous life included.
-	written int64
-	size    int64
+	seq  uint64
+	size int64
 	// maxAt is the latest arrival of a fragment in it; done marks carry
 	// none, and a segment of marks only is deleted as soon as it is behind.
 	maxAt int64
@@ -146,36 +107,20 @@ type Log struct {
 	spare   []byte
 	gen     uint64     // the pending generation
 	segs    []*segment // oldest first; the last is where pending goes
-	size    int64      // on disk, every segment and spare
-	// spares are deleted segments' files kept for recycling (oldest
-	// first), their names spareName(seq); changed with writeMu held too.
-	spares []spareFile
+	size    int64      // on disk, every segment
 
-	writeMu sync.Mutex // one writer at a time; held across write and sync
-	file    *os.File   // the last segment's, opened by the writer
-	fileSeq uint64
-	fileAt  int64 // where the next write goes in file (its end frame)
-	// fileRecycled: file had a previous life, whose records may follow
-	// the end frame.
-	fileRecycled bool
-	wroteGen     uint64 // generations up to this one have a fate
-	fate         [fates]error
-	dirty        bool // written since the last sync
+	writeMu  sync.Mutex // one writer at a time; held across write and sync
+	file     *os.File   // the last segment's, opened by the writer
+	fileSeq  uint64
+	wroteGen uint64 // generations up to this one have a fate
+	fate     [fates]error
+	dirty    bool // written since the last sync
 	// retired are segments rotated out with sync interval, flushed and
 	// closed by the next Sync.
 	retired []*os.File
 }
 
-type spareFile struct {
-	seq  uint64
-	size int64
-}
-
 func segmentName(seq uint64) string { return fmt.Sprintf("wal-%016x.log", seq) }
-
-// spareName is a recycled file's name while it waits: not a segment's, so
-// that a restart does not replay what it holds.
-func spareName(seq uint64) string { return fmt.Sprintf("spare-%016x.wal", seq) }
 
 func parseSegment(name string) (uint64, bool) {
 	if !strings.HasPrefix(name, "wal-") || !strings.HasSuffix(name, ".log") {
@@ -205,13 +150,6 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	var next uint64
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "spare-") && strings.HasSuffix(e.Name(), ".wal") {
-			// A previous process's recycled files: nothing in them is needed.
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-				return nil, err
-			}
-			continue
-		}
 		seq, ok := parseSegment(e.Name())
 		if !ok || e.IsDir() {
 			continue
@@ -234,23 +172,18 @@ func Open(dir string, opts Options) (*Log, error) {
 // Dir is the log's directory.
 func (l *Log) Dir() string { return l.dir }
 
-// Size is the log's bytes on disk, the spares' included.
+// Size is the log's bytes on disk.
 func (l *Log) Size() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.size
 }
 
-// Full reports whether the log is at MaxBytes without its spares: Commit
-// would fail.
+// Full reports whether the log is at MaxBytes: Commit would fail.
 func (l *Log) Full() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	live := l.size
-	for _, sp := range l.spares {
-		live -= sp.size
-	}
-	return l.opts.MaxBytes > 0 && live >= l.opts.MaxBytes
+	return l.opts.MaxBytes > 0 && l.size >= l.opts.MaxBytes
 }
 
 // Segments is how many segment files the log has.
@@ -376,26 +309,15 @@ func (l *Log) writeLocked() {
 	l.gen++
 	seg := l.segs[len(l.segs)-1]
 	var err error
-	var dropped []spareFile
 	if l.opts.MaxBytes > 0 && l.size >= l.opts.MaxBytes {
-		// The spares go first: nothing in them is needed.
-		dropped, l.spares = l.spares, nil
-		for _, sp := range dropped {
-			l.size -= sp.size
-		}
-		if l.size >= l.opts.MaxBytes {
-			err = ErrFull
-		}
+		err = ErrFull
 	}
-	rotate := err == nil && l.opts.SegmentBytes > 0 && seg.written+int64(len(buf)) >= l.opts.SegmentBytes
+	rotate := err == nil && l.opts.SegmentBytes > 0 && seg.size+int64(len(buf)) >= l.opts.SegmentBytes
 	if rotate {
 		// What is appended from now on goes to the next segment.
 		l.segs = append(l.segs, &segment{seq: seg.seq + 1})
 	}
 	l.mu.Unlock()
-	for _, sp := range dropped {
-		_ = os.Remove(filepath.Join(l.dir, spareName(sp.seq)))
-	}
 
 	if err == nil && len(buf) > 0 {
 		err = l.writeTo(seg, buf)
@@ -403,7 +325,8 @@ func (l *Log) writeLocked() {
 	l.mu.Lock()
 	l.spare = buf
 	if err == nil {
-		seg.written += int64(len(buf))
+		seg.size += int64(len(buf))
+		l.size += int64(len(buf))
 	} else if rotate {
 		l.segs = l.segs[:len(l.segs)-1]
 		rotate = false
@@ -430,113 +353,30 @@ func (l *Log) writeLocked() {
 	}
 }
 
-// writeTo writes records at seg's end, followed by an end frame, opening
-// seg's file first if needed; called with writeMu held.
-func (l *Log) writeTo(seg *segment, records []byte) error {
+func (l *Log) writeTo(seg *segment, buf []byte) error {
 	if l.file == nil || l.fileSeq != seg.seq {
-		if err := l.openSegment(seg); err != nil {
+		if l.file != nil {
+			_ = l.file.Close()
+		}
+		f, err := os.OpenFile(filepath.Join(l.dir, segmentName(seg.seq)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			l.file = nil
 			return err
 		}
+		l.file, l.fileSeq = f, seg.seq
 	}
-	stampRecords(records, stamp(seg.seq))
-	// The end frame goes in the same write: pending's spare capacity
-	// mostly holds it, and a write that is cut short leaves no end frame
-	// after a torn record.
-	buf := append(records, endFrame[:]...)
-	n, err := l.file.WriteAt(buf, l.fileAt)
-	if err != nil {
-		if n > 0 {
-			// Torn: the end frame back where the next write goes, and a
-			// file of this life cut there, so that nothing torn follows it.
-			_, _ = l.file.WriteAt(endFrame[:], l.fileAt)
-			if !l.fileRecycled {
-				_ = l.file.Truncate(l.fileAt + frameHeader)
-			}
-		}
-		return err
-	}
-	l.dirty = true
-	l.fileAt += int64(len(records))
-	l.mu.Lock()
-	if end := l.fileAt + frameHeader; end > seg.size {
-		l.size += end - seg.size
-		seg.size = end
-	}
-	l.mu.Unlock()
-	return nil
-}
-
-// openSegment opens seg's file for its first write: the newest spare
-// renamed to it (its pages likeliest still in the page cache), or a new
-// file; either way it starts with seg's header and an end frame.
-func (l *Log) openSegment(seg *segment) error {
-	if l.file != nil {
-		_ = l.file.Close()
-		l.file = nil
-	}
-	name := filepath.Join(l.dir, segmentName(seg.seq))
-	var f *os.File
-	var inherited int64
-	l.mu.Lock()
-	var sp spareFile
-	spare := len(l.spares) > 0
-	if spare {
-		sp = l.spares[len(l.spares)-1]
-		l.spares = l.spares[:len(l.spares)-1]
-	}
-	l.mu.Unlock()
-	if spare {
-		var err error
-		if err = os.Rename(filepath.Join(l.dir, spareName(sp.seq)), name); err == nil {
-			f, err = os.OpenFile(name, os.O_WRONLY, 0)
-		}
-		if err == nil {
-			inherited = sp.size
-		} else {
-			l.mu.Lock()
-			l.size -= sp.size
-			l.mu.Unlock()
-			_ = os.Remove(name)
-			_ = os.Remove(filepath.Join(l.dir, spareName(sp.seq)))
+	n, err := l.file.Write(buf)
+	if err != nil && n > 0 {
+		// A short write leaves a torn frame: cut it off, so that the
+		// retry's frames follow a whole one.
+		if st, serr := l.file.Stat(); serr == nil {
+			_ = l.file.Truncate(st.Size() - int64(n))
 		}
 	}
-	recycled := f != nil
-	if f == nil {
-		var err error
-		if f, err = os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err != nil {
-			return err
-		}
+	if err == nil {
+		l.dirty = true
 	}
-	var head [segmentHeader + frameHeader]byte // the header, then an end frame
-	copy(head[:], segmentMagic[:])
-	binary.LittleEndian.PutUint64(head[8:16], seg.seq)
-	if recycled {
-		binary.LittleEndian.PutUint32(head[16:20], flagRecycled)
-	}
-	binary.LittleEndian.PutUint32(head[20:24], crc32.Checksum(head[:20], castagnoli))
-	if _, err := f.WriteAt(head[:], 0); err != nil {
-		_ = f.Close()
-		_ = os.Remove(name)
-		l.mu.Lock()
-		l.size -= inherited // a spare's bytes, counted until now
-		l.mu.Unlock()
-		return err
-	}
-	l.file, l.fileSeq, l.fileAt, l.fileRecycled, l.dirty = f, seg.seq, segmentHeader, recycled, true
-	l.mu.Lock()
-	seg.size = max(inherited, int64(len(head)))
-	l.size += seg.size - inherited
-	l.mu.Unlock()
-	return nil
-}
-
-// stampRecords XORs each record's checksum in buf (whole frames) with st.
-func stampRecords(buf []byte, st uint32) {
-	for len(buf) >= frameHeader {
-		n := binary.LittleEndian.Uint32(buf[0:4])
-		binary.LittleEndian.PutUint32(buf[4:8], binary.LittleEndian.Uint32(buf[4:8])^st)
-		buf = buf[frameHeader+int(n):]
-	}
+	return err
 }
 
 func (l *Log) syncLocked() error {
@@ -588,9 +428,7 @@ func (l *Log) Sync() error {
 // buffered, or the newest possible when none is), up to the first that
 // holds a later one. The caller guarantees that every trace with a fragment
 // older than oldest is decided and forwarded. It returns how many segments
-// it deleted. The segment being written is never deleted. Up to maxSpares
-// deleted segments' files are kept, renamed aside, for the next rotations
-// to overwrite; the rest are unlinked.
+// it deleted. The segment being written is never deleted.
 func (l *Log) Retain(oldest int64) (int, error) {
 	l.writeMu.Lock() // no segment is being written or rotated
 	defer l.writeMu.Unlock()
@@ -598,20 +436,8 @@ func (l *Log) Retain(oldest int64) (int, error) {
 	var gone []*segment
 	for len(l.segs) > 1 && l.segs[0].maxAt < oldest {
 		gone = append(gone, l.segs[0])
+		l.size -= l.segs[0].size
 		l.segs = l.segs[1:]
-	}
-	// With a bound, spares take at most a quarter of it. With sync none
-	// none are kept: a file that stays dirty is written back by the kernel
-	// after 30 s (dirty_expire_centisecs), where one unlinked within that
-	// never reaches the device (measured through the binary at 360k
-	// spans/s: 1,368 MiB written back in 50 s recycling, 35 unlinking).
-	// Synced files are clean, so recycling them adds no writes.
-	keep := maxSpares
-	if l.opts.MaxBytes > 0 && l.opts.SegmentBytes > 0 {
-		keep = min(keep, int(l.opts.MaxBytes/l.opts.SegmentBytes/4))
-	}
-	if l.opts.Sync == SyncNone {
-		keep = 0
 	}
 	l.mu.Unlock()
 	var firstErr error
@@ -620,19 +446,7 @@ func (l *Log) Retain(oldest int64) (int, error) {
 			_ = l.file.Close()
 			l.file = nil
 		}
-		name := filepath.Join(l.dir, segmentName(s.seq))
-		if len(l.spares) < keep { // read without mu: writeMu keeps it from changing
-			if err := os.Rename(name, filepath.Join(l.dir, spareName(s.seq))); err == nil {
-				l.mu.Lock()
-				l.spares = append(l.spares, spareFile{seq: s.seq, size: s.size})
-				l.mu.Unlock()
-				continue
-			}
-		}
-		l.mu.Lock()
-		l.size -= s.size
-		l.mu.Unlock()
-		if err := os.Remove(name); err != nil && !os.IsNotExist(err) && firstErr == nil {
+		if err := os.Remove(filepath.Join(l.dir, segmentName(s.seq))); err != nil && !os.IsNotExist(err) && firstErr == nil {
 			firstErr = err
 		}
 	}
@@ -640,27 +454,20 @@ func (l *Log) Retain(oldest int64) (int, error) {
 }
 
 // Discard closes the log and deletes every segment, the one being written
-// too, and the spares: for a log none of whose fragments is needed again
-// (every trace in it decided and forwarded). Retain keeps the last segment,
-// and its done marks may be the ones a full disk refused: left, it would
-// replay traces already sent.
+// too: for a log none of whose fragments is needed again (every trace in
+// it decided and forwarded). Retain keeps the last segment, and its done
+// marks may be the ones a full disk refused: left, it would replay traces
+// already sent.
 func (l *Log) Discard() error {
 	err := l.Close()
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	l.mu.Lock()
-	segs, spares := l.segs, l.spares
-	l.segs, l.spares, l.size = nil, nil, 0
+	segs := l.segs
+	l.segs, l.size = nil, 0
 	l.mu.Unlock()
-	names := make([]string, 0, len(segs)+len(spares))
 	for _, s := range segs {
-		names = append(names, segmentName(s.seq))
-	}
-	for _, sp := range spares {
-		names = append(names, spareName(sp.seq))
-	}
-	for _, name := range names {
-		if rerr := os.Remove(filepath.Join(l.dir, name)); rerr != nil && !os.IsNotExist(rerr) && err == nil {
+		if rerr := os.Remove(filepath.Join(l.dir, segmentName(s.seq))); rerr != nil && !os.IsNotExist(rerr) && err == nil {
 			err = rerr
 		}
 	}

@@ -2,7 +2,6 @@ package durable // import "github.com/otelcol-cost/otelcol-cost/processor/budget
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"hash/crc32"
 	"io"
@@ -81,8 +80,8 @@ func (l *Log) Replay(fn func(Fragment)) (ReplayStats, error) {
 	return st, nil
 }
 
-// readSegment calls fn for each whole record of s, up to its end frame,
-// stopping at the first torn or corrupt one (counted in st).
+// readSegment calls fn for each whole record of s, stopping at the first
+// torn or corrupt one (counted in st).
 func (l *Log) readSegment(s *segment, fn func(kind byte, id [16]byte, at int64, enc []byte), st *ReplayStats) error {
 	f, err := os.Open(filepath.Join(l.dir, segmentName(s.seq)))
 	if err != nil {
@@ -93,25 +92,9 @@ func (l *Log) readSegment(s *segment, fn func(kind byte, id [16]byte, at int64, 
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
-	var read int64
-	// Without the header, a segment written before it: records unstamped,
-	// ending at the end of the file.
-	headed, recycled, recordStamp := false, false, uint32(0)
-	if magic, _ := r.Peek(len(segmentMagic)); bytes.Equal(magic, segmentMagic[:]) {
-		var h [segmentHeader]byte
-		if _, err := io.ReadFull(r, h[:]); err != nil || crc32.Checksum(h[:20], castagnoli) != binary.LittleEndian.Uint32(h[20:24]) {
-			return l.tornAt(s, 0, st)
-		}
-		if binary.LittleEndian.Uint64(h[8:16]) != s.seq {
-			// A spare renamed to this segment, killed before its header
-			// was written: nothing of this life is in it.
-			return nil
-		}
-		headed, recycled, recordStamp = true, binary.LittleEndian.Uint32(h[16:20])&flagRecycled != 0, stamp(s.seq)
-		read = segmentHeader
-	}
 	var head [frameHeader]byte
 	var body []byte
+	var read int64
 	for {
 		if _, err := io.ReadFull(r, head[:]); err != nil {
 			if err == io.EOF {
@@ -120,13 +103,6 @@ func (l *Log) readSegment(s *segment, fn func(kind byte, id [16]byte, at int64, 
 			break // a torn header
 		}
 		n := binary.LittleEndian.Uint32(head[0:4])
-		if headed && head == endFrame {
-			if _, err := r.ReadByte(); recycled || err == io.EOF {
-				return nil // what follows a recycled file's end is its previous life
-			}
-			// Bytes after the end of a file with no previous life: torn.
-			return l.tornAt(s, read+frameHeader, st)
-		}
 		if n < 1+idLen+8 || n > maxRecord {
 			break
 		}
@@ -137,11 +113,11 @@ func (l *Log) readSegment(s *segment, fn func(kind byte, id [16]byte, at int64, 
 		if _, err := io.ReadFull(r, body); err != nil {
 			break
 		}
-		if crc32.Checksum(body, castagnoli)^recordStamp != binary.LittleEndian.Uint32(head[4:8]) {
+		if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(head[4:8]) {
 			break
 		}
 		kind := body[0]
-		if (kind != kindDone && kind != kindFragment) || (kind == kindDone && n != 1+idLen+8) {
+		if n < 1+idLen+8 || (kind != kindDone && kind != kindFragment) || (kind == kindDone && n != 1+idLen+8) {
 			return l.tornAt(s, read, st)
 		}
 		var id [16]byte
