@@ -63,6 +63,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // ErrFull is a Commit's error while the log is at its size bound.
 var ErrFull = errors.New("durable log at max_bytes")
 
+// errFateForgotten is a Commit's error when more generations were written
+// since its own than the log remembers: it cannot tell whether its records
+// were written, so the caller must not take them as written.
+var errFateForgotten = errors.New("durable log: the outcome of this write is no longer known")
+
 // Options configure a Log.
 type Options struct {
 	Sync         string
@@ -85,7 +90,8 @@ type segment struct {
 }
 
 // fates remembers how many generations' outcomes: a Commit asks about its
-// generation right after appending, a few writes later at most.
+// generation right after appending, a few writes later at most; one asked
+// later than this is answered errFateForgotten, never a guess.
 const fates = 1024
 
 // Log is the write-ahead log of one processor; safe for concurrent use.
@@ -279,6 +285,9 @@ func (l *Log) Commit(gen uint64) error {
 		l.writeLocked()
 	}
 	err := l.fate[gen%fates]
+	if l.wroteGen-gen >= fates {
+		err = errFateForgotten
+	}
 	if err == nil && l.opts.Sync == SyncAlways {
 		err = l.syncLocked()
 	}

@@ -279,3 +279,32 @@ func TestHoldsKeepTheOldestArrivalInFlight(t *testing.T) {
 	h.Release(2)
 	assert.Equal(t, int64(math.MaxInt64), h.Oldest())
 }
+
+// A Commit whose generation was written so long ago that its fate has been
+// overwritten (its goroutine descheduled between Append and Commit while
+// others wrote more than the log remembers) must not report success: here
+// its generation was refused at max_bytes, and a later one in the same slot
+// succeeded. Reporting that success would acknowledge records never written.
+func TestDurableCommitOfAForgottenGenerationIsNotAcknowledged(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Sync: SyncNone, SegmentBytes: 1, MaxBytes: 100})
+	require.NoError(t, err)
+	require.NoError(t, write(t, l, frag(1, 10, string(bytes.Repeat([]byte("y"), 120)))))
+	require.True(t, l.Full())
+
+	var late Batch
+	frag(2, 20, "refused")(&late)
+	gen := l.Append(&late)
+	// Another request's commit writes the pending generation, late's
+	// included: refused, the log being full.
+	require.ErrorIs(t, l.CommitPending(), ErrFull)
+
+	_, err = l.Retain(15)
+	require.NoError(t, err)
+	for i := range fates + 8 {
+		require.NoError(t, write(t, l, frag(3, int64(30+i), "z")))
+		_, err = l.Retain(int64(30 + i))
+		require.NoError(t, err)
+	}
+	assert.Error(t, l.Commit(gen), "its records were dropped: the request must not be acknowledged")
+}
