@@ -2,9 +2,9 @@ package tracerouterreceiver // import "github.com/otelcol-cost/otelcol-cost/rece
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 
 	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/consumer/consumererror"
@@ -161,15 +161,18 @@ func tenantOf(ctx context.Context, keys []string) string {
 		return ""
 	}
 	info := client.FromContext(ctx)
-	var b strings.Builder
+	// Each key's count of values, then each value's length and bytes: a
+	// "-bin" key's value may hold any byte, so no separator is safe.
+	var b []byte
 	for _, k := range keys {
-		for _, v := range info.Metadata.Get(k) {
-			b.WriteString(v)
-			b.WriteByte(0)
+		vs := info.Metadata.Get(k)
+		b = binary.AppendUvarint(b, uint64(len(vs)))
+		for _, v := range vs {
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			b = append(b, v...)
 		}
-		b.WriteByte(1)
 	}
-	return b.String()
+	return string(b)
 }
 
 // decodeAndConsume is the path of a request the router did not split

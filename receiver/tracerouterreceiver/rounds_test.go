@@ -1,11 +1,13 @@
 package tracerouterreceiver
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/otlptest"
@@ -86,3 +88,25 @@ func TestARefusingSamplerIsHeldOffWhileOthersAreSent(t *testing.T) {
 
 // holdOffForTests is the first hold-off (holdOffBase) and a margin.
 const holdOffForTests = holdOffBase + 200*time.Millisecond
+
+// Requests share a round only when their forwarded metadata are equal:
+// values that join to the same bytes (binary "-bin" keys may hold any
+// byte) or that move from one key to the next are still different
+// tenants.
+func TestTenantNamesNeverCollide(t *testing.T) {
+	keys := []string{"x-token-bin", "x-org"}
+	tenant := func(md map[string][]string) string {
+		return tenantOf(client.NewContext(context.Background(), client.Info{Metadata: client.NewMetadata(md)}), keys)
+	}
+	pairs := [][2]map[string][]string{
+		{{"x-token-bin": {"a\x00b"}}, {"x-token-bin": {"a", "b"}}},
+		{{"x-token-bin": {"a\x01"}}, {"x-token-bin": {"a"}, "x-org": {""}}},
+		{{"x-token-bin": {"a"}, "x-org": {"b"}}, {"x-token-bin": {"a\x00\x01b"}}},
+		{{"x-org": {"a"}}, {"x-token-bin": {"a"}}},
+	}
+	for _, p := range pairs {
+		assert.NotEqual(t, tenant(p[0]), tenant(p[1]), "%v and %v", p[0], p[1])
+	}
+	assert.Equal(t, tenant(map[string][]string{"x-org": {"a"}}), tenant(map[string][]string{"x-org": {"a"}, "other": {"z"}}),
+		"keys the router does not forward do not separate tenants")
+}
