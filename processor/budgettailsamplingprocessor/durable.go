@@ -16,6 +16,7 @@ import (
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
@@ -118,6 +119,24 @@ func (r *requestLog) add(f *split.Fragment, at time.Time) {
 	}
 	r.batch.AddFragment(f.ID, at.UnixNano(), f.Encoded)
 	r.ids = append(r.ids, f.ID)
+}
+
+// hand holds the log at arrived until it, queued for another sampler, is
+// settled; mark: a fragment proxied to its owner, written as handed.
+func (p *budgetTailSampler) hand(id pcommon.TraceID, arrived time.Time, mark bool, it *handoff.Item) *durable.Handed {
+	if p.wal == nil {
+		return nil
+	}
+	h := p.wal.log.Hand(id, arrived.UnixNano(), mark)
+	it.Settled = h.Settled
+	return h
+}
+
+// handed writes, with the request, a fragment queued for its owner.
+func (r *requestLog) handed(f *split.Fragment, at time.Time) {
+	if r != nil {
+		r.batch.AddHanded(f.ID, at.UnixNano(), f.Encoded)
+	}
 }
 
 // commit writes what the request buffered and lets the batch go. When it

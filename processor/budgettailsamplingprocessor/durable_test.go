@@ -2,6 +2,8 @@ package budgettailsamplingprocessor
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -216,4 +218,134 @@ func BenchmarkDurableReplayFullBuffer(b *testing.B) {
 		b.ReportMetric(float64(spans)/elapsed.Seconds(), "spans/s")
 		b.ReportMetric(float64(logBytes)/(1<<20), "log-MiB")
 	}
+}
+
+// silentPeer accepts connections on addr and never answers: a send to it
+// hangs until its timeout.
+func silentPeer(t *testing.T, addr string) {
+	l, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		var held []net.Conn
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				for _, c := range held {
+					_ = c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+}
+
+// A sampler passes its buffered traces on to a new owner (the ring
+// changed) and is killed while they are still on their way, after its
+// log deleted the segments behind its (now empty) buffer. A sampler that
+// starts on its log replays them, and they are kept whole. Without a hold
+// on the segments while the traces were on their way, none was left.
+func TestDurablePassedOnTracesSurviveACrashBeforeThePeerTakesThem(t *testing.T) {
+	dir := t.TempDir()
+	tune := func(c *Config) {
+		c.Durable.Enabled = true
+		c.Durable.Directory = dir
+		c.Durable.SegmentBytes = 64 << 10 // the smallest: several segments, deleted behind the buffer
+		c.Handoff.Timeout = time.Minute
+	}
+	ht := newHandoffTier(t, []string{"127.0.0.2"}, tune)
+	a := ht.samplers["127.0.0.2"]
+	silentPeer(t, fmt.Sprintf("127.0.0.4:%d", ht.port))
+	ht.resolve("127.0.0.2")
+	later := multipart(t, a, 400)
+	require.EqualValues(t, 400, a.p.bufferedTraces())
+	require.Greater(t, a.p.wal.log.Segments(), 3)
+	ht.advance(time.Second)
+	ht.resolve("127.0.0.4") // scale out and in at once: the silent peer owns everything
+	require.Zero(t, a.p.bufferedTraces(), "every trace passed on")
+	require.NotZero(t, a.p.handoff.Pending())
+	a.p.maintainWAL() // what its ticker does every 250 ms
+
+	restarted := ht.start("127.0.0.5", tune)
+	ht.dns.set("127.0.0.5")
+	restarted.p.refreshPeers()
+	require.NoError(t, restarted.p.replayWAL(context.Background()))
+	assert.EqualValues(t, 400, restarted.p.bufferedTraces(), "every trace on its way replayed")
+	for _, part := range later {
+		require.NoError(t, restarted.p.ConsumeTraces(context.Background(), part))
+	}
+	ht.advance(10 * time.Second)
+	assertWhole(t, ht.where(), 400)
+}
+
+// A sampler proxies fragments of traces it does not own to their owner
+// (the ring is changing) and is killed while they are still on their way:
+// the peer accepts the connection and never answers. Another sampler that
+// starts on its log (and now owns the traces) replays them: every trace
+// is kept whole. Without the handed records, all of them were lost.
+func TestDurableProxiedFragmentsSurviveACrashBeforeThePeerTakesThem(t *testing.T) {
+	dir := t.TempDir()
+	tune := func(c *Config) {
+		c.Durable.Enabled = true
+		c.Durable.Directory = dir
+		c.Handoff.Timeout = time.Minute // the send hangs for the whole test
+	}
+	ht := newHandoffTier(t, []string{"127.0.0.2"}, tune)
+	a := ht.samplers["127.0.0.2"]
+	silentPeer(t, fmt.Sprintf("127.0.0.4:%d", ht.port))
+	ht.resolve("127.0.0.4") // the ring is the silent peer alone
+	g := workload.NewGenerator(workload.Options{Services: 4, SpansPerTrace: 6, Seed: 12, Start: ht.now()})
+	for range 100 {
+		td := ptrace.NewTraces()
+		g.Next(td)
+		require.NoError(t, a.p.ConsumeTraces(context.Background(), td))
+	}
+	require.Zero(t, a.p.bufferedTraces(), "every fragment proxied")
+	require.NotZero(t, a.p.handoff.Pending(), "still on its way when the sampler dies")
+
+	// Killed: a sampler on another address starts on its log and owns
+	// everything now.
+	restarted := ht.start("127.0.0.5", tune)
+	ht.dns.set("127.0.0.5")
+	restarted.p.refreshPeers()
+	require.NoError(t, restarted.p.replayWAL(context.Background()))
+	assert.EqualValues(t, 100, restarted.p.bufferedTraces(), "every proxied trace replayed")
+	ht.advance(10 * time.Second)
+	assert.Zero(t, restarted.p.bufferedTraces())
+	assertWhole(t, ht.where(), 100)
+}
+
+// Fragments the owner took are settled in the log: a sampler that starts
+// on it afterwards replays none of them (they would reach the backend
+// twice).
+func TestDurableProxiedFragmentsTheOwnerTookAreNotReplayed(t *testing.T) {
+	base := t.TempDir()
+	tune := func(c *Config) {
+		c.Durable.Enabled = true
+		c.Durable.Directory = filepath.Join(base, c.Handoff.SelfAddress)
+	}
+	ht := newHandoffTier(t, []string{"127.0.0.2", "127.0.0.3"}, tune)
+	a, b := ht.samplers["127.0.0.2"], ht.samplers["127.0.0.3"]
+	ht.resolve("127.0.0.3") // B owns everything; the gateways still send to A
+	g := workload.NewGenerator(workload.Options{Services: 4, SpansPerTrace: 6, Seed: 13, Start: ht.now()})
+	for range 100 {
+		td := ptrace.NewTraces()
+		g.Next(td)
+		require.NoError(t, a.p.ConsumeTraces(context.Background(), td))
+	}
+	ht.settle()
+	require.EqualValues(t, 100, b.p.bufferedTraces(), "the owner took every fragment")
+	require.NoError(t, a.p.wal.log.CommitPending()) // as maintainWAL does every 250 ms
+
+	// A sampler starts on A's log, owning everything.
+	restarted := ht.start("127.0.0.5", func(c *Config) {
+		c.Durable.Enabled = true
+		c.Durable.Directory = filepath.Join(base, "127.0.0.2")
+	})
+	ht.dns.set("127.0.0.5")
+	restarted.p.refreshPeers()
+	require.NoError(t, restarted.p.replayWAL(context.Background()))
+	assert.Zero(t, restarted.p.bufferedTraces(), "fragments the owner took, replayed")
+	assert.Zero(t, restarted.metric(metadata.MetricDurableReplayed))
 }

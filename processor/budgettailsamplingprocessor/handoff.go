@@ -79,7 +79,9 @@ func (p *budgetTailSampler) passOn(sh *shard, t *tracebuf.Trace, expired bool) b
 	if t.HasRoot {
 		it.RootArrived = p.timeAt(t.RootArrived)
 	}
+	h := p.hand(t.ID, p.timeAt(t.Arrived), false, &it)
 	if !p.handoff.Send(owner, it) {
+		h.Cancel()
 		return false
 	}
 	sh.Remove(t)
@@ -99,8 +101,10 @@ func (p *budgetTailSampler) owns(id pcommon.TraceID) bool {
 }
 
 // proxy sends a fragment of a trace this sampler does not own, and has not
-// decided, to its owner; false: it stays here.
-func (p *budgetTailSampler) proxy(sh *shard, f *split.Fragment, now time.Time) bool {
+// decided, to its owner; false: it stays here. With the durable log
+// (logged), the fragment is written as handed before the request is
+// acknowledged, and replayed after a crash until the peer has taken it.
+func (p *budgetTailSampler) proxy(sh *shard, f *split.Fragment, now time.Time, logged *requestLog) bool {
 	owner, mine := p.handoff.OwnerOf(f.ID)
 	if mine {
 		return false
@@ -111,9 +115,13 @@ func (p *budgetTailSampler) proxy(sh *shard, f *split.Fragment, now time.Time) b
 	if ok && k.Decided() { // decided here: its late spans follow the decision here
 		return false
 	}
-	if !p.handoff.Send(owner, handoff.Item{Kind: handoff.KindFragment, ID: f.ID, Chunks: [][]byte{bytes.Clone(f.Encoded)}, Arrived: now, Spans: f.Spans}) {
+	it := handoff.Item{Kind: handoff.KindFragment, ID: f.ID, Chunks: [][]byte{bytes.Clone(f.Encoded)}, Arrived: now, Spans: f.Spans}
+	h := p.hand(f.ID, now, logged != nil, &it)
+	if !p.handoff.Send(owner, it) {
+		h.Cancel()
 		return false
 	}
+	logged.handed(f, now)
 	p.handoff.CountProxied(f.Spans)
 	return true
 }
@@ -193,10 +201,12 @@ func (p *budgetTailSampler) adoptDecision(sh *shard, id pcommon.TraceID, rec han
 	if t := sh.TraceOf(k); t != nil {
 		d.Recent = t.LastFingerprints()
 		chunks := sh.Held(t).Chunks()
-		if from != "" && p.handoff.Send(from, handoff.Item{Kind: handoff.KindFragment, ID: id, Chunks: p.fwd.EncodedChunks(chunks),
-			Arrived: p.timeAt(t.Arrived), Spans: t.Spans}) {
+		it := handoff.Item{Kind: handoff.KindFragment, ID: id, Chunks: p.fwd.EncodedChunks(chunks), Arrived: p.timeAt(t.Arrived), Spans: t.Spans}
+		h := p.hand(t.ID, p.timeAt(t.Arrived), false, &it)
+		if from != "" && p.handoff.Send(from, it) {
 			sh.Remove(t)
 		} else {
+			h.Cancel()
 			sh.Remove(t)
 			dec := traceinfo.NotSampled
 			if rec.Sampled {

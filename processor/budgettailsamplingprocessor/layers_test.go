@@ -122,6 +122,8 @@ func TestProcessorPackageIsGlue(t *testing.T) {
 	}
 	t.Logf("%d non-test lines", lines)
 	// 2,000 until the durable log (#50), whose glue walks the shards:
-	// what it writes, marks and replays, and when segments go.
-	assert.Less(t, lines, 2300, "the processor package keeps only the glue")
+	// what it writes, marks and replays, and when segments go; 2,300 until
+	// what is queued for a peer held the log too (the hold itself is
+	// internal/durable's, the glue ties handoff's items to it).
+	assert.Less(t, lines, 2330, "the processor package keeps only the glue")
 }

@@ -13,9 +13,12 @@
 // little-endian; a body is [kind][16-byte trace ID][i64 Unix ns] then, for
 // a fragment, its OTLP encoding. A fragment's time is its arrival, a done
 // mark's its trace's decision: replay leaves out a trace's fragments that
-// arrived up to its last decision. A reader stops at
-// the first frame that is short or fails its checksum (a torn write) and
-// goes on with the next segment.
+// arrived up to its last decision. A handed fragment (one passed to the
+// sampler that owns its trace, queued there) is replayed like a fragment
+// until a settled mark with its trace ID and arrival says the peer took it
+// or it came back into the buffer (and was written again as a fragment).
+// A reader stops at the first frame that is short or fails its checksum (a
+// torn write) and goes on with the next segment.
 package durable // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 
 import (
@@ -50,6 +53,8 @@ const (
 const (
 	kindFragment byte = 1
 	kindDone     byte = 2
+	kindHanded   byte = 3
+	kindSettled  byte = 4
 
 	frameHeader = 8
 	idLen       = 16
@@ -62,6 +67,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrFull is a Commit's error while the log is at its size bound.
 var ErrFull = errors.New("durable log at max_bytes")
+
+// errDiscarded is a Commit's error after Discard.
+var errDiscarded = errors.New("durable log discarded")
 
 // errFateForgotten is a Commit's error when more generations were written
 // since its own than the log remembers: it cannot tell whether its records
@@ -104,6 +112,7 @@ type Log struct {
 	opts Options
 
 	batches   sync.Pool
+	handed    *Holds[*Handed]
 	failures  atomic.Int64
 	corrupted atomic.Int64
 	skipped   atomic.Int64
@@ -148,7 +157,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	_ = os.Remove(probe)
-	l := &Log{dir: dir, opts: opts, gen: 1}
+	l := &Log{dir: dir, opts: opts, gen: 1, handed: NewHolds[*Handed]()}
 	l.batches.New = func() any { return new(Batch) }
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -251,6 +260,30 @@ func (b *Batch) AddFragment(id [16]byte, at int64, encoded []byte) {
 	b.maxAt = max(b.maxAt, at)
 }
 
+// AddHanded adds a fragment of trace id that arrived at (Unix ns) and is
+// queued for another sampler: replayed, as a fragment, unless AddSettled
+// follows with the same id and at.
+func (b *Batch) AddHanded(id [16]byte, at int64, encoded []byte) {
+	b.frame(func(d []byte) []byte {
+		d = append(d, kindHanded)
+		d = append(d, id[:]...)
+		d = binary.LittleEndian.AppendUint64(d, uint64(at))
+		return append(d, encoded...)
+	})
+	b.maxAt = max(b.maxAt, at)
+}
+
+// AddSettled marks the handed fragments of trace id that arrived at as no
+// longer needed: the peer took them, or they came back and were added
+// again as fragments.
+func (b *Batch) AddSettled(id [16]byte, at int64) {
+	b.frame(func(d []byte) []byte {
+		d = append(d, kindSettled)
+		d = append(d, id[:]...)
+		return binary.LittleEndian.AppendUint64(d, uint64(at))
+	})
+}
+
 // AddDone marks trace id decided at (Unix ns) and forwarded: Replay leaves
 // out its fragments that arrived up to then.
 func (b *Batch) AddDone(id [16]byte, at int64) {
@@ -267,6 +300,9 @@ func (b *Batch) AddDone(id [16]byte, at int64) {
 func (l *Log) Append(b *Batch) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.segs) == 0 { // discarded: nothing is written any more
+		return l.gen
+	}
 	l.pending = append(l.pending, b.buf...)
 	if last := l.segs[len(l.segs)-1]; b.maxAt > last.maxAt {
 		last.maxAt = b.maxAt
@@ -316,6 +352,11 @@ func (l *Log) writeLocked() {
 	buf, gen := l.pending, l.gen
 	l.pending = l.spare[:0]
 	l.gen++
+	if len(l.segs) == 0 {
+		l.mu.Unlock()
+		l.wroteGen, l.fate[gen%fates] = gen, errDiscarded
+		return
+	}
 	seg := l.segs[len(l.segs)-1]
 	var err error
 	if l.opts.MaxBytes > 0 && l.size >= l.opts.MaxBytes {
@@ -436,9 +477,11 @@ func (l *Log) Sync() error {
 // before oldest (Unix ns; the oldest arrival among the traces still
 // buffered, or the newest possible when none is), up to the first that
 // holds a later one. The caller guarantees that every trace with a fragment
-// older than oldest is decided and forwarded. It returns how many segments
-// it deleted. The segment being written is never deleted.
+// older than oldest is decided and forwarded; what is handed to a peer and
+// not yet settled holds its arrival too. It returns how many segments it
+// deleted. The segment being written is never deleted.
 func (l *Log) Retain(oldest int64) (int, error) {
+	oldest = min(oldest, l.handed.Oldest())
 	l.writeMu.Lock() // no segment is being written or rotated
 	defer l.writeMu.Unlock()
 	l.mu.Lock()

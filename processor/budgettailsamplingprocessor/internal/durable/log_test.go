@@ -308,3 +308,70 @@ func TestDurableCommitOfAForgottenGenerationIsNotAcknowledged(t *testing.T) {
 	}
 	assert.Error(t, l.Commit(gen), "its records were dropped: the request must not be acknowledged")
 }
+
+// A handed fragment (queued for the sampler that owns its trace) comes back
+// on replay until it is settled; a settled mark hides only the handed
+// fragment of its trace and arrival, never a fragment buffered here.
+func TestDurableReplayKeepsHandedFragmentsUntilSettled(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Sync: SyncNone})
+	require.NoError(t, err)
+	require.NoError(t, write(t, l, func(b *Batch) {
+		b.AddHanded(id(1), 10, []byte("taken by the peer"))
+		b.AddHanded(id(2), 10, []byte("still queued"))
+		b.AddHanded(id(3), 10, []byte("handed at 10"))
+		b.AddHanded(id(3), 11, []byte("handed at 11"))
+		b.AddFragment(id(4), 10, []byte("buffered here"))
+	}))
+	require.NoError(t, write(t, l, func(b *Batch) {
+		b.AddSettled(id(1), 10)
+		b.AddSettled(id(3), 10)
+		b.AddSettled(id(4), 10)
+	}))
+	require.NoError(t, l.Close())
+	got, st, _ := replayAll(t, dir, Options{})
+	var names []string
+	for _, f := range got {
+		names = append(names, string(f.Encoded))
+	}
+	assert.Equal(t, []string{"still queued", "handed at 11", "buffered here"}, names)
+	assert.EqualValues(t, 2, st.Done)
+	assert.Zero(t, st.Corrupt)
+}
+
+// After Discard (a graceful stop that decided everything), a late mark or
+// commit is refused, never a crash.
+func TestDurableWritesAfterDiscardAreRefused(t *testing.T) {
+	l, err := Open(t.TempDir(), Options{Sync: SyncNone})
+	require.NoError(t, err)
+	require.NoError(t, write(t, l, frag(1, 10, "x")))
+	require.NoError(t, l.Discard())
+	assert.Error(t, write(t, l, func(b *Batch) { b.AddSettled(id(1), 10) }))
+	assert.NoError(t, l.CommitPending(), "nothing pending")
+}
+
+// What is handed to a peer holds its segment until it is settled (or the
+// hold cancelled): a crash meanwhile replays it.
+func TestDurableHandedHoldsItsSegmentUntilSettled(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Sync: SyncNone, SegmentBytes: 1})
+	require.NoError(t, err)
+	h := l.Hand(id(1), 10, true)
+	require.NoError(t, write(t, l, func(b *Batch) { b.AddHanded(id(1), 10, []byte("on its way")) }))
+	passed := l.Hand(id(2), 12, false)
+	require.NoError(t, write(t, l, frag(2, 12, "passed on")))
+	require.NoError(t, write(t, l, frag(3, 20, "newer")))
+	gone, err := l.Retain(math.MaxInt64)
+	require.NoError(t, err)
+	assert.Zero(t, gone, "held by what is on its way")
+	h.Settled()
+	gone, err = l.Retain(math.MaxInt64)
+	require.NoError(t, err)
+	assert.Equal(t, 1, gone, "the settled fragment's segment goes; the passed-on trace's stays")
+	passed.Cancel()
+	var nilHold *Handed
+	nilHold.Cancel() // no log: nothing held
+	gone, err = l.Retain(math.MaxInt64)
+	require.NoError(t, err)
+	assert.Equal(t, 2, gone, "nothing held: every segment but the one being written")
+}

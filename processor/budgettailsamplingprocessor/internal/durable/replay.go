@@ -17,10 +17,16 @@ type Fragment struct {
 	Encoded []byte
 }
 
+// handedKey names a handed fragment: its trace and arrival.
+type handedKey struct {
+	id [16]byte
+	at int64
+}
+
 // ReplayStats is what Replay read.
 type ReplayStats struct {
 	// Fragments were handed back; Done were left out, their trace marked
-	// decided after them.
+	// decided after them, or (handed fragments) settled.
 	Fragments, Done int64
 	// Corrupt counts the segments whose tail was torn or corrupt, and
 	// CorruptBytes what was skipped from them.
@@ -38,8 +44,10 @@ func (l *Log) Replay(fn func(Fragment)) (ReplayStats, error) {
 	old := append([]*segment(nil), l.segs[:len(l.segs)-1]...)
 	l.mu.Unlock()
 	var st ReplayStats
-	// First pass: when each trace was last decided.
+	// First pass: when each trace was last decided, and which handed
+	// fragments were settled.
 	lastDone := map[[16]byte]int64{}
+	settled := map[handedKey]struct{}{}
 	for _, s := range old {
 		s.maxAt = 0
 		err := l.readSegment(s, func(kind byte, id [16]byte, at int64, _ []byte) {
@@ -48,7 +56,9 @@ func (l *Log) Replay(fn func(Fragment)) (ReplayStats, error) {
 				if d, ok := lastDone[id]; !ok || at > d {
 					lastDone[id] = at
 				}
-			case kindFragment:
+			case kindSettled:
+				settled[handedKey{id, at}] = struct{}{}
+			case kindFragment, kindHanded:
 				s.maxAt = max(s.maxAt, at)
 			}
 		}, &st)
@@ -63,10 +73,14 @@ func (l *Log) Replay(fn func(Fragment)) (ReplayStats, error) {
 	}()
 	for _, s := range old {
 		err := l.readSegment(s, func(kind byte, id [16]byte, at int64, enc []byte) {
-			if kind != kindFragment {
+			if kind != kindFragment && kind != kindHanded {
 				return
 			}
 			if d, ok := lastDone[id]; ok && at <= d {
+				st.Done++
+				return
+			}
+			if _, ok := settled[handedKey{id, at}]; ok && kind == kindHanded {
 				st.Done++
 				return
 			}
@@ -117,7 +131,8 @@ func (l *Log) readSegment(s *segment, fn func(kind byte, id [16]byte, at int64, 
 			break
 		}
 		kind := body[0]
-		if n < 1+idLen+8 || (kind != kindDone && kind != kindFragment) || (kind == kindDone && n != 1+idLen+8) {
+		mark := kind == kindDone || kind == kindSettled
+		if n < 1+idLen+8 || (!mark && kind != kindFragment && kind != kindHanded) || (mark && n != 1+idLen+8) {
 			return l.tornAt(s, read, st)
 		}
 		var id [16]byte

@@ -171,6 +171,7 @@ func (pr *peer) deliver(conn *grpc.ClientConn, batch []Item) {
 		for _, it := range batch {
 			h.stats.sent.count(it.Kind, it.Spans)
 		}
+		settle(batch)
 		return
 	}
 	pr.mu.Lock()
@@ -180,6 +181,16 @@ func (pr *peer) deliver(conn *grpc.ClientConn, batch []Item) {
 	h.stats.failedSpans[failureSend].Add(int64(spans))
 	h.logger.Warn("handoff to peer failed; deciding its traces here", zap.String("peer", pr.addr), zap.Int("spans", spans), zap.Error(err))
 	h.s.Receive(context.Background(), td, "")
+	settle(batch)
+}
+
+// settle tells each item's owner that it is delivered or taken back.
+func settle(batch []Item) {
+	for _, it := range batch {
+		if it.Settled != nil {
+			it.Settled()
+		}
+	}
 }
 
 func (pr *peer) export(client ptraceotlp.GRPCClient, td ptrace.Traces) error {

@@ -56,6 +56,9 @@ type Item struct {
 	Hops        uint8
 	Decision    traceinfo.Decided // KindDecision
 	Sampled     bool
+	// Settled, when set, is called once the item needs this sampler no
+	// more: the peer took it, or it came back (Sampler.Receive returned).
+	Settled func()
 }
 
 // encode appends the item's spans to out, each ResourceSpans marked.
