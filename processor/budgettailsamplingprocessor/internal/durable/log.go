@@ -251,8 +251,12 @@ func (b *Batch) frame(body func(b []byte) []byte) {
 // AddFragment adds a buffered fragment of trace id that arrived at (Unix
 // ns).
 func (b *Batch) AddFragment(id [16]byte, at int64, encoded []byte) {
+	b.addEncoded(kindFragment, id, at, encoded)
+}
+
+func (b *Batch) addEncoded(kind byte, id [16]byte, at int64, encoded []byte) {
 	b.frame(func(d []byte) []byte {
-		d = append(d, kindFragment)
+		d = append(d, kind)
 		d = append(d, id[:]...)
 		d = binary.LittleEndian.AppendUint64(d, uint64(at))
 		return append(d, encoded...)
@@ -264,13 +268,7 @@ func (b *Batch) AddFragment(id [16]byte, at int64, encoded []byte) {
 // queued for another sampler: replayed, as a fragment, unless AddSettled
 // follows with the same id and at.
 func (b *Batch) AddHanded(id [16]byte, at int64, encoded []byte) {
-	b.frame(func(d []byte) []byte {
-		d = append(d, kindHanded)
-		d = append(d, id[:]...)
-		d = binary.LittleEndian.AppendUint64(d, uint64(at))
-		return append(d, encoded...)
-	})
-	b.maxAt = max(b.maxAt, at)
+	b.addEncoded(kindHanded, id, at, encoded)
 }
 
 // AddSettled marks the handed fragments of trace id that arrived at as no
