@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/red"
@@ -116,7 +117,10 @@ func (p *budgetTailSampler) proxy(sh *shard, f *split.Fragment, now time.Time, l
 		return false
 	}
 	it := handoff.Item{Kind: handoff.KindFragment, ID: f.ID, Chunks: [][]byte{bytes.Clone(f.Encoded)}, Arrived: now, Spans: f.Spans}
-	h := p.hand(f.ID, now, logged != nil, &it)
+	var h *durable.Handed
+	if logged != nil { // on replay, its record is in an old segment, not held (left)
+		h = p.hand(f.ID, now, true, &it)
+	}
 	if !p.handoff.Send(owner, it) {
 		h.Cancel()
 		return false
