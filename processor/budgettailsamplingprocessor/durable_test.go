@@ -220,6 +220,17 @@ func BenchmarkDurableReplayFullBuffer(b *testing.B) {
 	}
 }
 
+// restartAlone starts a sampler at addr on a killed sampler's log (tune
+// names its directory), makes it the whole ring, and replays the log.
+func (ht *handoffTier) restartAlone(addr string, tune func(*Config)) *testSampler {
+	ht.t.Helper()
+	restarted := ht.start(addr, tune)
+	ht.dns.set(addr)
+	restarted.p.refreshPeers()
+	require.NoError(ht.t, restarted.p.replayWAL(context.Background()))
+	return restarted
+}
+
 // silentPeer accepts connections on addr and never answers: a send to it
 // hangs until its timeout.
 func silentPeer(t *testing.T, addr string) {
@@ -267,10 +278,7 @@ func TestDurablePassedOnTracesSurviveACrashBeforeThePeerTakesThem(t *testing.T) 
 	require.NotZero(t, a.p.handoff.Pending())
 	a.p.maintainWAL() // what its ticker does every 250 ms
 
-	restarted := ht.start("127.0.0.5", tune)
-	ht.dns.set("127.0.0.5")
-	restarted.p.refreshPeers()
-	require.NoError(t, restarted.p.replayWAL(context.Background()))
+	restarted := ht.restartAlone("127.0.0.5", tune)
 	assert.EqualValues(t, 400, restarted.p.bufferedTraces(), "every trace on its way replayed")
 	for _, part := range later {
 		require.NoError(t, restarted.p.ConsumeTraces(context.Background(), part))
@@ -306,10 +314,7 @@ func TestDurableProxiedFragmentsSurviveACrashBeforeThePeerTakesThem(t *testing.T
 
 	// Killed: a sampler on another address starts on its log and owns
 	// everything now.
-	restarted := ht.start("127.0.0.5", tune)
-	ht.dns.set("127.0.0.5")
-	restarted.p.refreshPeers()
-	require.NoError(t, restarted.p.replayWAL(context.Background()))
+	restarted := ht.restartAlone("127.0.0.5", tune)
 	assert.EqualValues(t, 100, restarted.p.bufferedTraces(), "every proxied trace replayed")
 	ht.advance(10 * time.Second)
 	assert.Zero(t, restarted.p.bufferedTraces())
@@ -339,13 +344,10 @@ func TestDurableProxiedFragmentsTheOwnerTookAreNotReplayed(t *testing.T) {
 	require.NoError(t, a.p.wal.log.CommitPending()) // as maintainWAL does every 250 ms
 
 	// A sampler starts on A's log, owning everything.
-	restarted := ht.start("127.0.0.5", func(c *Config) {
+	restarted := ht.restartAlone("127.0.0.5", func(c *Config) {
 		c.Durable.Enabled = true
 		c.Durable.Directory = filepath.Join(base, "127.0.0.2")
 	})
-	ht.dns.set("127.0.0.5")
-	restarted.p.refreshPeers()
-	require.NoError(t, restarted.p.replayWAL(context.Background()))
 	assert.Zero(t, restarted.p.bufferedTraces(), "fragments the owner took, replayed")
 	assert.Zero(t, restarted.metric(metadata.MetricDurableReplayed))
 }
