@@ -158,7 +158,9 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 	if p.wal != nil {
 		o.ObserveInt64(t.DurableBytes, p.wal.log.Size())
 		o.ObserveInt64(t.DurableReplayed, p.wal.replayed.Load())
-		o.ObserveInt64(t.DurableCorrupt, p.wal.log.Corrupt())
+		o.ObserveInt64(t.DurableCorrupt, p.wal.log.TornTails())
+		o.ObserveInt64(t.DurableRecords, p.wal.log.CorruptRecords())
+		o.ObserveInt64(t.DurableSyncFail, p.wal.log.SyncFailures())
 		o.ObserveInt64(t.DurableFailures, p.wal.log.Failures())
 		o.ObserveInt64(t.DurableSegments, int64(p.wal.log.Segments()))
 		o.ObserveInt64(t.DurableTraces, p.wal.traces.Load())

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
@@ -18,6 +16,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/pipelineof"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
@@ -48,19 +47,21 @@ type walState struct {
 // and pending marks written.
 const walMaintainInterval = 250 * time.Millisecond
 
-// openWAL opens the log in the component's own subdirectory: an
-// unwritable directory fails the collector's start, naming the field.
-func openWAL(cfg *Config, id component.ID, tel *metadata.Telemetry) (*walState, error) {
-	dir := filepath.Join(cfg.Durable.Directory, strings.ReplaceAll(id.String(), "/", "_"))
+// openWAL opens the instance's log (durable.InstanceDir: the component ID
+// and the pipeline, each instance its own): an unwritable directory, or
+// one another instance or process holds, fails the collector's start,
+// naming the field, the directory and the holder.
+func openWAL(cfg *Config, set processor.Settings, tel *metadata.Telemetry) (*walState, error) {
 	maxBytes := cfg.Durable.MaxBytes
 	if maxBytes == 0 {
 		maxBytes = 2 * cfg.MaxBufferedBytes
 	}
-	l, err := durable.Open(dir, durable.Options{Sync: cfg.Durable.Sync, SyncInterval: cfg.Durable.SyncInterval,
-		SegmentBytes: cfg.Durable.SegmentBytes, MaxBytes: maxBytes,
+	pipeline, _ := pipelineof.Of(set.Logger)
+	l, err := durable.OpenInstance(cfg.Durable.Directory, set.ID.String(), pipeline, durable.Options{Sync: cfg.Durable.Sync,
+		SyncInterval: cfg.Durable.SyncInterval, SegmentBytes: cfg.Durable.SegmentBytes, MaxBytes: maxBytes,
 		OnSync: func(d time.Duration) { tel.DurableSync.Record(context.Background(), d.Seconds()) }})
 	if err != nil {
-		return nil, fmt.Errorf("durable.directory: cannot write the log in %q: %w", dir, err)
+		return nil, fmt.Errorf("durable.directory: %w", err)
 	}
 	return &walState{log: l, inflight: durable.NewHolds[*forward.Kept]()}, nil
 }
@@ -212,10 +213,10 @@ func (p *budgetTailSampler) replayWAL(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("durable: replaying %s: %w", p.wal.log.Dir(), err)
 	}
-	if st.Fragments > 0 || st.Corrupt > 0 {
+	if st.Fragments > 0 || st.TornTails > 0 || st.CorruptRecords > 0 {
 		p.logger.Info("durable log replayed: undecided traces buffered again",
 			zap.Int64("fragments", st.Fragments), zap.Int("traces", len(traces)), zap.Int64("spans", p.wal.replayed.Load()),
-			zap.Int64("fragments_already_decided", st.Done), zap.Int64("corrupt_segments", st.Corrupt),
+			zap.Int64("fragments_already_decided", st.Done), zap.Int64("torn_tails", st.TornTails), zap.Int64("corrupt_records", st.CorruptRecords),
 			zap.Int64("corrupt_bytes", st.CorruptBytes), zap.Int64("undecodable_fragments", bad))
 	}
 	return nil
@@ -232,7 +233,7 @@ func (p *budgetTailSampler) maintainWAL() {
 		}
 	}
 	_ = l.CommitPending()
-	if _, err := l.Retain(p.oldestArrival()); err != nil {
+	if _, err := l.Retain(p.oldestArrival); err != nil {
 		p.logger.Warn("cannot delete a durable log segment", zap.Error(err))
 	}
 }

@@ -47,6 +47,7 @@ func TestDurableReplayKeepsTracesWholeAndSendsDecidedOnesOnce(t *testing.T) {
 	require.Len(t, killed.keptSpans(), 50)
 	require.EqualValues(t, 50, killed.p.bufferedTraces())
 
+	killed.kill()
 	restarted := newTestSampler(t, durableConfig(dir))
 	restarted.now = killed.now.Add(time.Second)
 	require.NoError(t, restarted.p.replayWAL(context.Background()))
@@ -73,6 +74,7 @@ func TestDurableReplayKeepsTheArrivalTime(t *testing.T) {
 	killed := newTestSampler(t, durableConfig(dir))
 	id := traceIDWithRandomness(7, 0.5)
 	killed.send(oneSpan("db", id, 2, 1, killed.now, time.Millisecond))
+	killed.kill()
 
 	restarted := newTestSampler(t, durableConfig(dir))
 	restarted.now = killed.now.Add(8 * time.Second)
@@ -161,6 +163,7 @@ func TestDurableReplayHandsOnTracesTheRingGivesAway(t *testing.T) {
 	// Killed: its handoff server stops, nothing is handed over, its buffer
 	// is gone with it.
 	a.p.handoff.Leave(context.Background())
+	a.kill()
 	delete(ht.samplers, "127.0.0.2")
 	ht.resolve("127.0.0.3") // the ring is B alone now
 	restarted := ht.start("127.0.0.2", tune)
@@ -203,6 +206,7 @@ func BenchmarkDurableReplayFullBuffer(b *testing.B) {
 		filled.send(td)
 	}
 	logBytes := filled.p.wal.log.Size()
+	filled.kill()
 	b.ResetTimer()
 	for b.Loop() {
 		again := newTestSampler(b, cfg)
@@ -217,13 +221,15 @@ func BenchmarkDurableReplayFullBuffer(b *testing.B) {
 		b.ReportMetric(elapsed.Seconds(), "s/replay")
 		b.ReportMetric(float64(spans)/elapsed.Seconds(), "spans/s")
 		b.ReportMetric(float64(logBytes)/(1<<20), "log-MiB")
+		again.kill()
 	}
 }
 
-// restartAlone starts a sampler at addr on a killed sampler's log (tune
-// names its directory), makes it the whole ring, and replays the log.
-func (ht *handoffTier) restartAlone(addr string, tune func(*Config)) *testSampler {
+// restartAlone kills a sampler, starts one at addr on its log (tune names
+// its directory), makes it the whole ring, and replays the log.
+func (ht *handoffTier) restartAlone(killed *testSampler, addr string, tune func(*Config)) *testSampler {
 	ht.t.Helper()
+	killed.kill()
 	restarted := ht.start(addr, tune)
 	ht.dns.set(addr)
 	restarted.p.refreshPeers()
@@ -278,7 +284,7 @@ func TestDurablePassedOnTracesSurviveACrashBeforeThePeerTakesThem(t *testing.T) 
 	require.NotZero(t, a.p.handoff.Pending())
 	a.p.maintainWAL() // what its ticker does every 250 ms
 
-	restarted := ht.restartAlone("127.0.0.5", tune)
+	restarted := ht.restartAlone(a, "127.0.0.5", tune)
 	assert.EqualValues(t, 400, restarted.p.bufferedTraces(), "every trace on its way replayed")
 	for _, part := range later {
 		require.NoError(t, restarted.p.ConsumeTraces(context.Background(), part))
@@ -314,7 +320,7 @@ func TestDurableProxiedFragmentsSurviveACrashBeforeThePeerTakesThem(t *testing.T
 
 	// Killed: a sampler on another address starts on its log and owns
 	// everything now.
-	restarted := ht.restartAlone("127.0.0.5", tune)
+	restarted := ht.restartAlone(a, "127.0.0.5", tune)
 	assert.EqualValues(t, 100, restarted.p.bufferedTraces(), "every proxied trace replayed")
 	ht.advance(10 * time.Second)
 	assert.Zero(t, restarted.p.bufferedTraces())
@@ -344,7 +350,7 @@ func TestDurableProxiedFragmentsTheOwnerTookAreNotReplayed(t *testing.T) {
 	require.NoError(t, a.p.wal.log.CommitPending()) // as maintainWAL does every 250 ms
 
 	// A sampler starts on A's log, owning everything.
-	restarted := ht.restartAlone("127.0.0.5", func(c *Config) {
+	restarted := ht.restartAlone(a, "127.0.0.5", func(c *Config) {
 		c.Durable.Enabled = true
 		c.Durable.Directory = filepath.Join(base, "127.0.0.2")
 	})

@@ -88,6 +88,11 @@ func (ts *testSampler) send(td ptrace.Traces) {
 	require.NoError(ts.t, ts.p.ConsumeTraces(context.Background(), td))
 }
 
+// kill leaves the sampler's log as a SIGKILL would (its lock let go,
+// nothing more written), so that another sampler in this process can start
+// on it.
+func (ts *testSampler) kill() { ts.p.wal.log.Kill() }
+
 func (ts *testSampler) advance(d time.Duration) {
 	ts.now = ts.now.Add(d)
 	ts.p.decideExpired(context.Background())

@@ -39,6 +39,7 @@ var layers = map[string][]string{
 	"internal/relief":       {"internal/metadata", "internal/traceinfo"},
 	"internal/recall":       nil,
 	"internal/durable":      nil,
+	"internal/pipelineof":   nil,
 	"internal/rare":         nil,
 	"internal/red":          {"internal/metadata"},
 }

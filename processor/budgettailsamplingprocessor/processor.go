@@ -190,7 +190,7 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		})
 	}
 	if cfg.Durable.Enabled {
-		if p.wal, err = openWAL(cfg, set.ID, tel); err != nil {
+		if p.wal, err = openWAL(cfg, set, tel); err != nil {
 			return nil, err
 		}
 	}

@@ -15,6 +15,9 @@ import (
 
 func id(n byte) [16]byte { return [16]byte{15: n} }
 
+// upTo is an oldest arrival for Retain.
+func upTo(at int64) func() int64 { return func() int64 { return at } }
+
 // write appends and commits one record.
 func write(t *testing.T, l *Log, add func(b *Batch)) error {
 	t.Helper()
@@ -27,9 +30,40 @@ func frag(n byte, at int64, enc string) func(*Batch) {
 	return func(b *Batch) { b.AddFragment(id(n), at, []byte(enc)) }
 }
 
-func replayAll(t *testing.T, dir string, opts Options) ([]Fragment, ReplayStats, *Log) {
+// opened are the logs a test opened, by directory: a test that kills one
+// (no Close) lets go of its lock with crash before the next Open.
+var opened = struct {
+	sync.Mutex
+	logs map[string][]*Log
+}{logs: map[string][]*Log{}}
+
+// openLog is Open, noting the log for crash.
+func openLog(t testing.TB, dir string, opts Options) (*Log, error) {
 	t.Helper()
 	l, err := Open(dir, opts)
+	if err == nil {
+		opened.Lock()
+		opened.logs[dir] = append(opened.logs[dir], l)
+		opened.Unlock()
+	}
+	return l, err
+}
+
+// crash is what a SIGKILL does to the logs open in dir: their files are
+// closed and their locks let go, nothing pending is written.
+func crash(dir string) {
+	opened.Lock()
+	defer opened.Unlock()
+	for _, l := range opened.logs[dir] {
+		l.Kill()
+	}
+	delete(opened.logs, dir)
+}
+
+func replayAll(t *testing.T, dir string, opts Options) ([]Fragment, ReplayStats, *Log) {
+	t.Helper()
+	crash(dir)
+	l, err := openLog(t, dir, opts)
 	require.NoError(t, err)
 	var got []Fragment
 	st, err := l.Replay(func(f Fragment) {
@@ -45,7 +79,7 @@ func replayAll(t *testing.T, dir string, opts Options) ([]Fragment, ReplayStats,
 // arrived after it (a trace seen again) comes back.
 func TestDurableReplayLeavesOutTracesMarkedDone(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Options{Sync: SyncNone, SegmentBytes: 64})
+	l, err := openLog(t, dir, Options{Sync: SyncNone, SegmentBytes: 64})
 	require.NoError(t, err)
 	require.NoError(t, write(t, l, func(b *Batch) {
 		b.AddFragment(id(1), 100, []byte("a1"))
@@ -82,7 +116,7 @@ func TestDurableReplaySkipsATornTail(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			l, err := Open(dir, Options{Sync: SyncNone})
+			l, err := openLog(t, dir, Options{Sync: SyncNone})
 			require.NoError(t, err)
 			require.NoError(t, write(t, l, frag(1, 1, "first")))
 			require.NoError(t, write(t, l, frag(2, 2, "second")))
@@ -92,7 +126,7 @@ func TestDurableReplaySkipsATornTail(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, os.WriteFile(path, tc.tear(b), 0o600))
 			// A later segment, written after a restart, is still read.
-			l, err = Open(dir, Options{Sync: SyncNone})
+			l, err = openLog(t, dir, Options{Sync: SyncNone})
 			require.NoError(t, err)
 			require.NoError(t, write(t, l, frag(3, 3, "third")))
 
@@ -106,7 +140,7 @@ func TestDurableReplaySkipsATornTail(t *testing.T) {
 				want = []string{"first", "third"}
 			}
 			assert.Equal(t, want, names)
-			assert.EqualValues(t, 1, st.Corrupt)
+			assert.EqualValues(t, 1, st.TornTails)
 			assert.Positive(t, st.CorruptBytes)
 		})
 	}
@@ -117,18 +151,18 @@ func TestDurableReplaySkipsATornTail(t *testing.T) {
 // arrival, never the one being written.
 func TestDurableRetainDeletesSegmentsBehindTheBuffer(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Options{Sync: SyncNone, SegmentBytes: 1})
+	l, err := openLog(t, dir, Options{Sync: SyncNone, SegmentBytes: 1})
 	require.NoError(t, err)
 	for at := int64(1); at <= 5; at++ {
 		require.NoError(t, write(t, l, frag(byte(at), at*10, "x"))) // one segment each
 	}
 	require.Equal(t, 6, l.Segments())
-	n, err := l.Retain(31) // traces from 31 on still buffered
+	n, err := l.Retain(upTo(31)) // traces from 31 on still buffered
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
 	files, _ := filepath.Glob(filepath.Join(dir, "wal-*.log"))
 	assert.Len(t, files, 2, "the segments of 40 and 50 stay")
-	n, _ = l.Retain(1 << 62)
+	n, _ = l.Retain(upTo(1 << 62))
 	assert.Equal(t, 2, n)
 	assert.Equal(t, 1, l.Segments(), "the segment being written stays")
 	assert.Zero(t, l.Size())
@@ -139,11 +173,11 @@ func TestDurableRetainDeletesSegmentsBehindTheBuffer(t *testing.T) {
 // needed again, leaves no file and nothing to replay.
 func TestDurableDiscardLeavesNothingToReplay(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Options{Sync: SyncNone, SegmentBytes: 1 << 20})
+	l, err := openLog(t, dir, Options{Sync: SyncNone, SegmentBytes: 1 << 20})
 	require.NoError(t, err)
 	require.NoError(t, write(t, l, frag(1, 10, "a1")))
 	require.NoError(t, write(t, l, frag(2, 11, "b1")))
-	_, err = l.Retain(math.MaxInt64)
+	_, err = l.Retain(upTo(math.MaxInt64))
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 	got, _, l := replayAll(t, dir, Options{Sync: SyncNone})
@@ -162,13 +196,13 @@ func TestDurableDiscardLeavesNothingToReplay(t *testing.T) {
 // deleted it writes again.
 func TestDurableFullLogRefusesAndRecovers(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Options{Sync: SyncNone, SegmentBytes: 1, MaxBytes: 100})
+	l, err := openLog(t, dir, Options{Sync: SyncNone, SegmentBytes: 1, MaxBytes: 100})
 	require.NoError(t, err)
 	big := bytes.Repeat([]byte("y"), 120)
 	require.NoError(t, write(t, l, frag(1, 10, string(big))))
 	require.True(t, l.Full())
 	require.ErrorIs(t, write(t, l, frag(2, 20, "refused")), ErrFull)
-	_, err = l.Retain(15)
+	_, err = l.Retain(upTo(15))
 	require.NoError(t, err)
 	require.False(t, l.Full())
 	require.NoError(t, write(t, l, frag(3, 30, "z")))
@@ -182,7 +216,7 @@ func TestDurableOpenFailsOnAnUnwritableDirectory(t *testing.T) {
 	parent := t.TempDir()
 	file := filepath.Join(parent, "not-a-dir")
 	require.NoError(t, os.WriteFile(file, nil, 0o600))
-	_, err := Open(filepath.Join(file, "tail"), Options{})
+	_, err := openLog(t, filepath.Join(file, "tail"), Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not-a-dir")
 }
@@ -191,7 +225,7 @@ func TestDurableOpenFailsOnAnUnwritableDirectory(t *testing.T) {
 // returns (group commit); run with -race.
 func TestDurableConcurrentCommitsLoseNothing(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Options{Sync: SyncAlways, SegmentBytes: 4096})
+	l, err := openLog(t, dir, Options{Sync: SyncAlways, SegmentBytes: 4096})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -206,7 +240,7 @@ func TestDurableConcurrentCommitsLoseNothing(t *testing.T) {
 	wg.Wait()
 	got, st, _ := replayAll(t, dir, Options{})
 	assert.Len(t, got, 1600)
-	assert.Zero(t, st.Corrupt)
+	assert.Zero(t, st.TornTails)
 }
 
 // A segment cut at any offset (a write torn by a crash, a truncated copy)
@@ -214,7 +248,7 @@ func TestDurableConcurrentCommitsLoseNothing(t *testing.T) {
 // counts what it skipped.
 func TestDurableReplaySurvivesTruncationAtEveryOffset(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Options{Sync: SyncNone})
+	l, err := openLog(t, dir, Options{Sync: SyncNone})
 	require.NoError(t, err)
 	var ends []int64 // each record's end offset
 	var end int64
@@ -260,7 +294,7 @@ func TestDurableReplaySurvivesTruncationAtEveryOffset(t *testing.T) {
 		if complete > 0 && cut == ends[complete-1] {
 			torn = false
 		}
-		assert.Equal(t, torn, st.Corrupt == 1, "cut at %d: torn tail counted", cut)
+		assert.Equal(t, torn, st.TornTails == 1, "cut at %d: torn tail counted", cut)
 		if torn {
 			assert.Positive(t, st.CorruptBytes)
 		}
@@ -287,7 +321,7 @@ func TestHoldsKeepTheOldestArrivalInFlight(t *testing.T) {
 // succeeded. Reporting that success would acknowledge records never written.
 func TestDurableCommitOfAForgottenGenerationIsNotAcknowledged(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Options{Sync: SyncNone, SegmentBytes: 1, MaxBytes: 100})
+	l, err := openLog(t, dir, Options{Sync: SyncNone, SegmentBytes: 1, MaxBytes: 100})
 	require.NoError(t, err)
 	require.NoError(t, write(t, l, frag(1, 10, string(bytes.Repeat([]byte("y"), 120)))))
 	require.True(t, l.Full())
@@ -299,11 +333,11 @@ func TestDurableCommitOfAForgottenGenerationIsNotAcknowledged(t *testing.T) {
 	// included: refused, the log being full.
 	require.ErrorIs(t, l.CommitPending(), ErrFull)
 
-	_, err = l.Retain(15)
+	_, err = l.Retain(upTo(15))
 	require.NoError(t, err)
 	for i := range fates + 8 {
 		require.NoError(t, write(t, l, frag(3, int64(30+i), "z")))
-		_, err = l.Retain(int64(30 + i))
+		_, err = l.Retain(upTo(int64(30 + i)))
 		require.NoError(t, err)
 	}
 	assert.Error(t, l.Commit(gen), "its records were dropped: the request must not be acknowledged")
@@ -314,7 +348,7 @@ func TestDurableCommitOfAForgottenGenerationIsNotAcknowledged(t *testing.T) {
 // fragment of its trace and arrival, never a fragment buffered here.
 func TestDurableReplayKeepsHandedFragmentsUntilSettled(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Options{Sync: SyncNone})
+	l, err := openLog(t, dir, Options{Sync: SyncNone})
 	require.NoError(t, err)
 	require.NoError(t, write(t, l, func(b *Batch) {
 		b.AddHanded(id(1), 10, []byte("taken by the peer"))
@@ -336,13 +370,13 @@ func TestDurableReplayKeepsHandedFragmentsUntilSettled(t *testing.T) {
 	}
 	assert.Equal(t, []string{"still queued", "handed at 11", "buffered here"}, names)
 	assert.EqualValues(t, 2, st.Done)
-	assert.Zero(t, st.Corrupt)
+	assert.Zero(t, st.TornTails)
 }
 
 // After Discard (a graceful stop that decided everything), a late mark or
 // commit is refused, never a crash.
 func TestDurableWritesAfterDiscardAreRefused(t *testing.T) {
-	l, err := Open(t.TempDir(), Options{Sync: SyncNone})
+	l, err := openLog(t, t.TempDir(), Options{Sync: SyncNone})
 	require.NoError(t, err)
 	require.NoError(t, write(t, l, frag(1, 10, "x")))
 	require.NoError(t, l.Discard())
@@ -354,24 +388,24 @@ func TestDurableWritesAfterDiscardAreRefused(t *testing.T) {
 // hold cancelled): a crash meanwhile replays it.
 func TestDurableHandedHoldsItsSegmentUntilSettled(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Options{Sync: SyncNone, SegmentBytes: 1})
+	l, err := openLog(t, dir, Options{Sync: SyncNone, SegmentBytes: 1})
 	require.NoError(t, err)
 	h := l.Hand(id(1), 10, true)
 	require.NoError(t, write(t, l, func(b *Batch) { b.AddHanded(id(1), 10, []byte("on its way")) }))
 	passed := l.Hand(id(2), 12, false)
 	require.NoError(t, write(t, l, frag(2, 12, "passed on")))
 	require.NoError(t, write(t, l, frag(3, 20, "newer")))
-	gone, err := l.Retain(math.MaxInt64)
+	gone, err := l.Retain(upTo(math.MaxInt64))
 	require.NoError(t, err)
 	assert.Zero(t, gone, "held by what is on its way")
 	h.Settled()
-	gone, err = l.Retain(math.MaxInt64)
+	gone, err = l.Retain(upTo(math.MaxInt64))
 	require.NoError(t, err)
 	assert.Equal(t, 1, gone, "the settled fragment's segment goes; the passed-on trace's stays")
 	passed.Cancel()
 	var nilHold *Handed
 	nilHold.Cancel() // no log: nothing held
-	gone, err = l.Retain(math.MaxInt64)
+	gone, err = l.Retain(upTo(math.MaxInt64))
 	require.NoError(t, err)
 	assert.Equal(t, 2, gone, "nothing held: every segment but the one being written")
 }

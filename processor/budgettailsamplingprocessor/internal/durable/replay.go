@@ -1,12 +1,11 @@
 package durable // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 
 import (
-	"bufio"
 	"encoding/binary"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Fragment is a buffered fragment read back.
@@ -28,15 +27,18 @@ type ReplayStats struct {
 	// Fragments were handed back; Done were left out, their trace marked
 	// decided after them, or (handed fragments) settled.
 	Fragments, Done int64
-	// Corrupt counts the segments whose tail was torn or corrupt, and
-	// CorruptBytes what was skipped from them.
-	Corrupt, CorruptBytes int64
+	// TornTails counts the segments cut short or corrupt to their end (a
+	// write a crash tore); CorruptRecords the corrupt stretches skipped to
+	// a whole record after them (damage on disk); CorruptBytes is what
+	// both skipped.
+	TornTails, CorruptRecords, CorruptBytes int64
 }
 
 // Replay reads the segments that were in the directory when the log was
 // opened, oldest first, and hands fn every fragment that arrived after its
-// trace's last decision (or whose trace has none), in the order written. fn must not keep Encoded. A
-// segment's torn or corrupt tail is skipped and counted. Replay sets each
+// trace's last decision (or whose trace has none), in the order written;
+// fn must not keep Encoded. A corrupt record is skipped to the next whole
+// one, a torn tail to the segment's end, and both are counted. Replay sets each
 // segment's latest arrival, so that Retain can delete it once its traces
 // are decided again.
 func (l *Log) Replay(fn func(Fragment)) (ReplayStats, error) {
@@ -66,9 +68,10 @@ func (l *Log) Replay(fn func(Fragment)) (ReplayStats, error) {
 			return st, err
 		}
 	}
-	st.Corrupt, st.CorruptBytes = 0, 0 // counted on the second pass
+	st.TornTails, st.CorruptRecords, st.CorruptBytes = 0, 0, 0 // counted on the second pass
 	defer func() {
-		l.corrupted.Add(st.Corrupt)
+		l.tornTails.Add(st.TornTails)
+		l.corruptRecords.Add(st.CorruptRecords)
 		l.skipped.Add(st.CorruptBytes)
 	}()
 	for _, s := range old {
@@ -94,57 +97,103 @@ func (l *Log) Replay(fn func(Fragment)) (ReplayStats, error) {
 	return st, nil
 }
 
-// readSegment calls fn for each whole record of s, stopping at the first
-// torn or corrupt one (counted in st).
+// readSegment calls fn for each whole record of s. A frame that is cut
+// short, fails its checksum or is not a record is skipped to the next
+// whole frame (a corrupt record, counted in st), or to the end when none
+// follows (a torn tail). The segment is mapped, not read into the heap:
+// what replay holds is bounded by the file, whatever a corrupt length says.
 func (l *Log) readSegment(s *segment, fn func(kind byte, id [16]byte, at int64, enc []byte), st *ReplayStats) error {
-	f, err := os.Open(filepath.Join(l.dir, segmentName(s.seq)))
+	data, release, err := mapSegment(filepath.Join(l.dir, segmentName(s.seq)))
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil
 		}
 		return err
 	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
-	var head [frameHeader]byte
-	var body []byte
-	var read int64
-	for {
-		if _, err := io.ReadFull(r, head[:]); err != nil {
-			if err == io.EOF {
-				return nil
-			}
-			break // a torn header
+	defer release()
+	off := 0
+	for off < len(data) {
+		if n, ok := recordAt(data, off); ok {
+			body := data[off+frameHeader : off+frameHeader+n]
+			var id [16]byte
+			copy(id[:], body[1:1+idLen])
+			fn(body[0], id, int64(binary.LittleEndian.Uint64(body[1+idLen:])), body[1+idLen+8:])
+			off += frameHeader + n
+			continue
 		}
-		n := binary.LittleEndian.Uint32(head[0:4])
-		if n < 1+idLen+8 || n > maxRecord {
-			break
+		next := resync(data, off)
+		st.CorruptBytes += int64(next - off)
+		if next == len(data) {
+			st.TornTails++
+		} else {
+			st.CorruptRecords++
 		}
-		if cap(body) < int(n) {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(r, body); err != nil {
-			break
-		}
-		if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(head[4:8]) {
-			break
-		}
-		kind := body[0]
-		mark := kind == kindDone || kind == kindSettled
-		if n < 1+idLen+8 || (!mark && kind != kindFragment && kind != kindHanded) || (mark && n != 1+idLen+8) {
-			return l.tornAt(s, read, st)
-		}
-		var id [16]byte
-		copy(id[:], body[1:1+idLen])
-		fn(kind, id, int64(binary.LittleEndian.Uint64(body[1+idLen:])), body[1+idLen+8:])
-		read += frameHeader + int64(n)
+		off = next
 	}
-	return l.tornAt(s, read, st)
+	return nil
 }
 
-func (l *Log) tornAt(s *segment, whole int64, st *ReplayStats) error {
-	st.Corrupt++
-	st.CorruptBytes += max(s.size-whole, 0)
-	return nil
+// recordAt reports whether a whole, valid record starts at off, and its
+// body's length.
+func recordAt(data []byte, off int) (int, bool) {
+	if len(data)-off < frameHeader {
+		return 0, false
+	}
+	n := int(binary.LittleEndian.Uint32(data[off:]))
+	if n < 1+idLen+8 || n > len(data)-off-frameHeader {
+		return 0, false
+	}
+	body := data[off+frameHeader : off+frameHeader+n]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(data[off+4:]) {
+		return 0, false
+	}
+	switch body[0] {
+	case kindFragment, kindHanded:
+		return n, true
+	case kindDone, kindSettled:
+		return n, n == 1+idLen+8
+	}
+	return 0, false
+}
+
+// resync is where the next whole record after a bad frame at off starts
+// (len(data): none). Where the bad frame's length points comes first: a
+// frame whose body alone was damaged is skipped without looking inside
+// it, where a span's bytes could pass for a frame.
+func resync(data []byte, off int) int {
+	if len(data)-off >= frameHeader {
+		n := int(binary.LittleEndian.Uint32(data[off:]))
+		if next := off + frameHeader + n; n >= 1+idLen+8 && next < len(data) {
+			if _, ok := recordAt(data, next); ok {
+				return next
+			}
+		}
+	}
+	for next := off + 1; next < len(data); next++ {
+		if _, ok := recordAt(data, next); ok {
+			return next
+		}
+	}
+	return len(data)
+}
+
+// mapSegment maps the file read-only; release unmaps it.
+func mapSegment(path string) ([]byte, func(), error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if info.Size() == 0 {
+		return nil, func() {}, nil
+	}
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(info.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, func() { _ = syscall.Munmap(data) }, nil
 }

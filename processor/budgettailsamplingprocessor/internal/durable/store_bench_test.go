@@ -43,7 +43,7 @@ func BenchmarkLogStores(b *testing.B) {
 					b.Fatal(err)
 				}
 				if i%64 == 63 { // the decided behind: whole segments go
-					if _, err := l.Retain(at - 32*perRequest); err != nil {
+					if _, err := l.Retain(func() int64 { return at - 32*perRequest }); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -37,6 +37,7 @@ type TelemetryBuilder struct {
 	ProcessorBudgetTailSamplingBufferedTraces                 metric.Int64ObservableGauge
 	ProcessorBudgetTailSamplingBytes                          metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingDecisionLatency                metric.Float64Histogram
+	ProcessorBudgetTailSamplingDurableCorruptRecords          metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingDurableCorruptSegments         metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingDurableLogBytes                metric.Int64ObservableGauge
 	ProcessorBudgetTailSamplingDurableReplayedSpans           metric.Int64ObservableCounter
@@ -44,6 +45,7 @@ type TelemetryBuilder struct {
 	ProcessorBudgetTailSamplingDurableSegments                metric.Int64ObservableGauge
 	ProcessorBudgetTailSamplingDurableSkippedBytes            metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingDurableSyncDuration            metric.Float64Histogram
+	ProcessorBudgetTailSamplingDurableSyncFailures            metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingDurableWriteFailures           metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingEgressToBooked                 metric.Float64ObservableGauge
 	ProcessorBudgetTailSamplingForwardFailedSpans             metric.Int64ObservableCounter
@@ -221,6 +223,21 @@ func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingBytesCallbac
 	return nil
 }
 
+// RegisterProcessorBudgetTailSamplingDurableCorruptRecordsCallback sets callback for observable ProcessorBudgetTailSamplingDurableCorruptRecords metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingDurableCorruptRecordsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingDurableCorruptRecords, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingDurableCorruptRecords)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
 // RegisterProcessorBudgetTailSamplingDurableCorruptSegmentsCallback sets callback for observable ProcessorBudgetTailSamplingDurableCorruptSegments metric.
 func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingDurableCorruptSegmentsCallback(cb metric.Int64Callback) error {
 	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
@@ -302,6 +319,21 @@ func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingDurableSkipp
 		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingDurableSkippedBytes, obs: o})
 		return nil
 	}, builder.ProcessorBudgetTailSamplingDurableSkippedBytes)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorBudgetTailSamplingDurableSyncFailuresCallback sets callback for observable ProcessorBudgetTailSamplingDurableSyncFailures metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingDurableSyncFailuresCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingDurableSyncFailures, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingDurableSyncFailures)
 	if err != nil {
 		return err
 	}
@@ -1004,9 +1036,15 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithExplicitBucketBoundaries([]float64{0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60}...),
 	)
 	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingDurableCorruptRecords, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_budget_tail_sampling_durable_corrupt_records",
+		metric.WithDescription("Corrupt stretches in the middle of a log segment found at start (damage on disk, not a torn write): each is skipped to the next whole record, and the records after it are replayed. [Alpha]"),
+		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorBudgetTailSamplingDurableCorruptSegments, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_budget_tail_sampling_durable_corrupt_segments",
-		metric.WithDescription("Log segments whose tail was torn or corrupt at start: the rest of the segment is skipped. [Alpha]"),
+		metric.WithDescription("Log segments whose tail was torn (cut short or corrupt to its end, as a crash mid-write leaves it) at start: the torn tail is skipped. [Alpha]"),
 		metric.WithUnit("{segment}"),
 	)
 	errs = errors.Join(errs, err)
@@ -1045,6 +1083,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithDescription("Time one flush of the write-ahead log to the device took (durable.sync interval or always). [Alpha]"),
 		metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries([]float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}...),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingDurableSyncFailures, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_budget_tail_sampling_durable_sync_failures",
+		metric.WithDescription("Flushes of the write-ahead log to the device that failed (EIO): with sync always, every request written since the last good flush is refused; with interval, what was acknowledged since then may be lost with the node. Either way the segment is abandoned and writes go on in a new one. [Alpha]"),
+		metric.WithUnit("{flush}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorBudgetTailSamplingDurableWriteFailures, err = builder.meter.Int64ObservableCounter(

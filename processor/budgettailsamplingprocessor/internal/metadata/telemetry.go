@@ -50,6 +50,8 @@ const (
 	MetricDurableBytes      = prefix + "durable_log_bytes"
 	MetricDurableReplayed   = prefix + "durable_replayed_spans"
 	MetricDurableCorrupt    = prefix + "durable_corrupt_segments"
+	MetricDurableRecords    = prefix + "durable_corrupt_records"
+	MetricDurableSyncFailed = prefix + "durable_sync_failures"
 	MetricDurableFailures   = prefix + "durable_write_failures"
 	MetricDurableSegments   = prefix + "durable_segments"
 	MetricDurableTraces     = prefix + "durable_replayed_traces"
@@ -120,6 +122,8 @@ type Telemetry struct {
 	DurableBytes    metric.Int64ObservableGauge
 	DurableReplayed metric.Int64ObservableCounter
 	DurableCorrupt  metric.Int64ObservableCounter
+	DurableRecords  metric.Int64ObservableCounter
+	DurableSyncFail metric.Int64ObservableCounter
 	DurableFailures metric.Int64ObservableCounter
 	DurableSegments metric.Int64ObservableGauge
 	DurableTraces   metric.Int64ObservableCounter
@@ -157,7 +161,7 @@ func (t *Telemetry) Observables() []metric.Observable {
 		t.HandoffTraces, t.HandoffSpans, t.HandoffDecisions, t.HandoffProxied, t.HandoffFailed, t.RingMembers, t.RingChanges,
 		t.ReliefActive, t.ReliefLevel, t.ReliefSpans, t.ReliefActivations, t.ReliefProb,
 		t.ReliefRecalled, t.ReliefShed, t.ReliefRecallEvicted, t.ReliefRecallBytes, t.KeyFolds,
-		t.DurableBytes, t.DurableReplayed, t.DurableCorrupt, t.DurableFailures, t.DurableSegments, t.DurableTraces, t.DurableSkipped,
+		t.DurableBytes, t.DurableReplayed, t.DurableCorrupt, t.DurableRecords, t.DurableSyncFail, t.DurableFailures, t.DurableSegments, t.DurableTraces, t.DurableSkipped,
 		t.Represented, t.RareCoverage, t.RareProb, t.Budget, t.PolicyVersion, t.PolicyReloads, t.PolicyRejected,
 		t.PolicySpans, t.PolicyTraces, t.PolicyProjected, t.PolicyUtilization, t.PolicyRareCover}
 }
@@ -189,6 +193,8 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 		Bytes:               tb.ProcessorBudgetTailSamplingBytes,
 		DecisionLatency:     tb.ProcessorBudgetTailSamplingDecisionLatency,
 		DurableCorrupt:      tb.ProcessorBudgetTailSamplingDurableCorruptSegments,
+		DurableRecords:      tb.ProcessorBudgetTailSamplingDurableCorruptRecords,
+		DurableSyncFail:     tb.ProcessorBudgetTailSamplingDurableSyncFailures,
 		DurableBytes:        tb.ProcessorBudgetTailSamplingDurableLogBytes,
 		DurableReplayed:     tb.ProcessorBudgetTailSamplingDurableReplayedSpans,
 		DurableTraces:       tb.ProcessorBudgetTailSamplingDurableReplayedTraces,

@@ -152,10 +152,26 @@ func AssertEqualProcessorBudgetTailSamplingDecisionLatency(t *testing.T, tt *com
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorBudgetTailSamplingDurableCorruptRecords(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_durable_corrupt_records",
+		Description: "Corrupt stretches in the middle of a log segment found at start (damage on disk, not a torn write): each is skipped to the next whole record, and the records after it are replayed. [Alpha]",
+		Unit:        "{record}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_durable_corrupt_records")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorBudgetTailSamplingDurableCorruptSegments(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_budget_tail_sampling_durable_corrupt_segments",
-		Description: "Log segments whose tail was torn or corrupt at start: the rest of the segment is skipped. [Alpha]",
+		Description: "Log segments whose tail was torn (cut short or corrupt to its end, as a crash mid-write leaves it) at start: the torn tail is skipped. [Alpha]",
 		Unit:        "{segment}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -255,6 +271,22 @@ func AssertEqualProcessorBudgetTailSamplingDurableSyncDuration(t *testing.T, tt 
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_durable_sync_duration")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorBudgetTailSamplingDurableSyncFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_durable_sync_failures",
+		Description: "Flushes of the write-ahead log to the device that failed (EIO): with sync always, every request written since the last good flush is refused; with interval, what was acknowledged since then may be lost with the node. Either way the segment is abandoned and writes go on in a new one. [Alpha]",
+		Unit:        "{flush}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_durable_sync_failures")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
