@@ -40,6 +40,6 @@ func TestKeptSpansAreIntactAfterTheirSlabsAreLetGo(t *testing.T) {
 	}
 	assert.Equal(t, want, got, "every span forwarded once, intact")
 	c, _, _, _ := ts.p.tally()
-	assert.Equal(t, c.spans[sampled], int64(len(want)))
+	assert.Equal(t, c.Spans[sampled], int64(len(want)))
 	assert.Zero(t, ts.p.totals.SlabBytes(), "every slab let go")
 }

@@ -42,8 +42,8 @@ func TestBufferCompressionChangesOnlyTheMemoryHeld(t *testing.T) {
 	compressed.advance(11 * time.Second)
 	pc, _, _, _ := plain.p.tally()
 	cc, _, _, _ := compressed.p.tally()
-	assert.Equal(t, pc.bytes, cc.bytes, "the counters count OTLP bytes either way")
-	assert.Positive(t, cc.bytes[sampled])
+	assert.Equal(t, pc.Bytes, cc.Bytes, "the counters count OTLP bytes either way")
+	assert.Positive(t, cc.Bytes[sampled])
 
 	kept := func(ts *testSampler) map[string]string {
 		out := map[string]string{}

@@ -144,7 +144,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	key := pol.BookedKey(held.Key)
 	traits := policy.Traits{Key: held.Key, Booked: key, Error: t.HasError, Outlier: outlier, Rule: ruleIdx, Matched: matched}
 	if key == policy.OtherKeys && held.Key != policy.OtherKeys {
-		sh.counters.keyFolds++
+		sh.counters.KeyFolds++
 	}
 	if p.rare != nil {
 		// Asked whatever the class: which trace is a key's first in the
@@ -152,7 +152,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 		// the kept ones right (internal/rare).
 		due, tracked := p.rare.Due(key, now.UnixNano())
 		if !tracked {
-			sh.counters.keyFolds++
+			sh.counters.KeyFolds++
 		}
 		traits.RareDue = due
 	}
@@ -172,21 +172,21 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 	switch {
 	case keep:
 	case d.Class == traceinfo.ReasonError:
-		sh.counters.overflow[traceinfo.ClassError]++
+		sh.counters.Overflow[traceinfo.ClassError]++
 	case d.Class == traceinfo.ReasonOutlier:
-		sh.counters.overflow[traceinfo.ClassOutlier]++
+		sh.counters.Overflow[traceinfo.ClassOutlier]++
 	case d.Class == traceinfo.ReasonRule && matched.Action == rules.ActionKeep:
-		sh.counters.overflow[traceinfo.ClassRule]++
+		sh.counters.Overflow[traceinfo.ClassRule]++
 	}
 	vol := p.unit.Volume(t.Spans, t.Bytes+t.StampBytes)
 	p.shadow.Decide(sh.index, traits, t.InThreshold(), t.Randomness(t.ID), t.Spans, t.Bytes, vol, now.UnixNano())
 	if sh.volumes.Book(d, vol, keep, p.maxKeys) {
-		sh.counters.keyFolds++
+		sh.counters.KeyFolds++
 	}
 	r := d.Class
 	if d.Rule >= 0 {
 		r = traceinfo.ReasonRule
-		sh.counters.rules[d.Rule].Decided(keep)
+		sh.counters.Rules[d.Rule].Decided(keep)
 	}
 	if cause != traceinfo.ReasonBaseline {
 		r = cause
@@ -209,7 +209,7 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 			out.AddNotKept(held.Chunks(), reasonText)
 		}
 	}
-	sh.counters.count(dec, r, t.Spans, t.Bytes)
+	sh.counters.Count(dec, r, t.Spans, t.Bytes)
 }
 
 // dropByRule drops a trace a drop rule matched: not kept whatever the
@@ -218,12 +218,12 @@ func (p *budgetTailSampler) decide(sh *shard, t *tracebuf.Trace, now time.Time, 
 func (p *budgetTailSampler) dropByRule(sh *shard, t *tracebuf.Trace, ruleIdx int, cause traceinfo.Reason, now time.Time) {
 	sh.Record(t.ID, traceinfo.NotSampled, traceinfo.Decided{Class: traceinfo.ReasonRule, Rule: int16(ruleIdx), At: now.UnixNano(),
 		Recent: t.LastFingerprints()}, t.Entry(), true)
-	sh.counters.rules[ruleIdx].Decided(false)
+	sh.counters.Rules[ruleIdx].Decided(false)
 	r := traceinfo.ReasonRule
 	if cause != traceinfo.ReasonBaseline {
 		r = cause
 	}
-	sh.counters.count(traceinfo.NotSampled, r, t.Spans, t.Bytes)
+	sh.counters.Count(traceinfo.NotSampled, r, t.Spans, t.Bytes)
 }
 
 // enforceBounds decides the oldest traces of the whole processor, whichever

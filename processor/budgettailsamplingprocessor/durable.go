@@ -2,8 +2,10 @@ package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-c
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -37,8 +39,12 @@ import (
 type walState struct {
 	log      *durable.Log
 	inflight *durable.Holds[*forward.Kept]
+	retries  *forward.Retries
 	replayed atomic.Int64
 	traces   atomic.Int64
+	// refused counts the requests refused because the log could not be
+	// written.
+	refused atomic.Int64
 	// lastWarn rate-limits the write warning (Unix ns).
 	lastWarn atomic.Int64
 }
@@ -51,7 +57,7 @@ const walMaintainInterval = 250 * time.Millisecond
 // and the pipeline, each instance its own): an unwritable directory, or
 // one another instance or process holds, fails the collector's start,
 // naming the field, the directory and the holder.
-func openWAL(cfg *Config, set processor.Settings, tel *metadata.Telemetry) (*walState, error) {
+func (p *budgetTailSampler) openWAL(cfg *Config, set processor.Settings, tel *metadata.Telemetry) (*walState, error) {
 	maxBytes := cfg.Durable.MaxBytes
 	if maxBytes == 0 {
 		maxBytes = 2 * cfg.MaxBufferedBytes
@@ -63,27 +69,40 @@ func openWAL(cfg *Config, set processor.Settings, tel *metadata.Telemetry) (*wal
 	if err != nil {
 		return nil, fmt.Errorf("durable.directory: %w", err)
 	}
-	return &walState{log: l, inflight: durable.NewHolds[*forward.Kept]()}, nil
+	// What the next consumer refused waits for another offer in at most an
+	// eighth of the buffer's bytes (encoded).
+	return &walState{log: l, inflight: durable.NewHolds[*forward.Kept](), retries: p.fwd.NewRetries(cfg.MaxBufferedBytes / 8)}, nil
 }
 
 // forward hands what a pass kept on, then marks in the log every trace
-// that left the buffer in it. A failed mark is not retried: its trace is
+// that left the buffer in it, once the next consumer took them. What it
+// refused (a full exporter queue, a backend down) is offered again
+// (forward.Retries), the pass's hold on the log kept and its marks
+// withheld meanwhile: a crash replays its traces, a graceful stop keeps
+// the log for the next start. A failed mark is not retried: its trace is
 // decided again after a restart (at least once, never lost).
 func (p *budgetTailSampler) forward(ctx context.Context, out *forward.Kept) {
-	p.fwd.Forward(ctx, out)
-	if p.wal == nil || len(out.Decided()) == 0 {
+	refused := p.fwd.Forward(ctx, out)
+	if p.wal == nil {
+		p.fwd.Abandon(refused)
+		return
+	}
+	at := p.now().UnixNano()
+	ids := out.Decided()
+	if refused != nil {
+		// A holder of its own: out's chunks need not stay alive.
+		held, ids := new(forward.Kept), slices.Clone(ids)
+		p.wal.inflight.Move(out, held)
+		p.wal.retries.Add(refused, p.now(), func(taken bool) {
+			if taken {
+				_ = durable.MarkDone(p.wal.log, ids, at)
+			}
+			p.wal.inflight.Release(held)
+		})
 		return
 	}
 	defer p.wal.inflight.Release(out)
-	b := p.wal.log.NewBatch()
-	at := p.now().UnixNano()
-	for _, id := range out.Decided() {
-		b.AddDone(id, at)
-	}
-	// Written now: a mark still pending when the process dies makes its
-	// trace decided, and sent, again after the restart.
-	_ = p.wal.log.Commit(p.wal.log.Append(b))
-	p.wal.log.Free(b)
+	_ = durable.MarkDone(p.wal.log, ids, at)
 }
 
 // noteLeft notes, for the log, a trace leaving the buffer (called with
@@ -101,9 +120,10 @@ func (p *budgetTailSampler) noteLeft(t *tracebuf.Trace, out *forward.Kept) {
 // peer) buffered, to be written before it is acknowledged; nil without the
 // log, and its methods then do nothing.
 type requestLog struct {
-	p     *budgetTailSampler
-	batch *durable.Batch
-	ids   []pcommon.TraceID
+	p       *budgetTailSampler
+	batch   *durable.Batch
+	ids     []pcommon.TraceID
+	proxied int
 }
 
 func (p *budgetTailSampler) newRequestLog() *requestLog {
@@ -137,26 +157,29 @@ func (p *budgetTailSampler) hand(id pcommon.TraceID, arrived time.Time, mark boo
 func (r *requestLog) handed(f *split.Fragment, at time.Time) {
 	if r != nil {
 		r.batch.AddHanded(f.ID, at.UnixNano(), f.Encoded)
+		r.proxied++
 	}
 }
 
 // commit writes what the request buffered and lets the batch go. When it
 // cannot be written, the traces it joined are decided at once, as a full
 // buffer's are (reason forced), and forwarded with the request: nothing
-// acknowledged is only in memory.
-func (r *requestLog) commit(now time.Time, out *forward.Kept) {
+// acknowledged is only in memory. A request that proxied fragments to
+// their owners is then refused (the error): they are queued, not written,
+// and a crash before delivery would lose them.
+func (r *requestLog) commit(now time.Time, out *forward.Kept) error {
 	if r == nil {
-		return
+		return nil
 	}
 	p := r.p
 	defer p.wal.log.Free(r.batch)
 	if r.batch.Len() == 0 {
-		return
+		return nil
 	}
 	// At max_bytes the write fails with ErrFull, and the batch is dropped.
 	err := p.wal.log.Commit(p.wal.log.Append(r.batch))
 	if err == nil {
-		return
+		return nil
 	}
 	if last := p.wal.lastWarn.Load(); now.UnixNano()-last > int64(10*time.Second) && p.wal.lastWarn.CompareAndSwap(last, now.UnixNano()) {
 		p.logger.Warn("cannot write the durable log: the request's traces are decided now, as with a full buffer",
@@ -172,6 +195,26 @@ func (r *requestLog) commit(now time.Time, out *forward.Kept) {
 		}
 		sh.mu.Unlock()
 	}
+	if r.proxied > 0 {
+		p.wal.refused.Add(1)
+		return fmt.Errorf("%w: %w", errLogFailing, err)
+	}
+	return nil
+}
+
+// errLogFailing refuses a request (retryably: the sender tries again) the
+// log cannot take.
+var errLogFailing = errors.New("budget_tail_sampling: the durable log cannot be written (I/O error or full disk); request refused")
+
+// refuseWhileFailing refuses, before anything of it is buffered, a request
+// that arrives while the log cannot be written: acknowledged, it would be
+// only in memory. maintainWAL probes the log until it can be written.
+func (p *budgetTailSampler) refuseWhileFailing() error {
+	if p.wal == nil || !p.wal.log.Failing() {
+		return nil
+	}
+	p.wal.refused.Add(1)
+	return errLogFailing
 }
 
 // replayWAL buffers again what the log holds of undecided traces, with
@@ -232,6 +275,10 @@ func (p *budgetTailSampler) maintainWAL() {
 			p.decideArrivedBy(upTo)
 		}
 	}
+	if l.Failing() {
+		_ = l.Probe() // requests are refused until the log can be written again
+	}
+	p.wal.retries.Offer(context.Background(), p.now(), false)
 	_ = l.CommitPending()
 	if _, err := l.Retain(p.oldestArrival); err != nil {
 		p.logger.Warn("cannot delete a durable log segment", zap.Error(err))

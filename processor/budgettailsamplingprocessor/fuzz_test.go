@@ -44,6 +44,6 @@ func FuzzConsumeTraces(f *testing.F) {
 		require.Zero(t, buffered)
 		require.Zero(t, bytes)
 		out := ts.sink.SpanCount()
-		require.Equal(t, in, out+int(c.invalid[traceinfo.InvalidZeroTraceID]), "spans in = spans out + zero-ID spans")
+		require.Equal(t, in, out+int(c.Invalid[traceinfo.InvalidZeroTraceID]), "spans in = spans out + zero-ID spans")
 	})
 }

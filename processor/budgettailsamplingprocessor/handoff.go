@@ -174,7 +174,8 @@ func (p *budgetTailSampler) receive(ctx context.Context, td ptrace.Traces, from 
 			logged.add(f, a.at)
 		}
 	}
-	logged.commit(now, &out)
+	// Nothing is handed on from here: a failed write decides at once.
+	_ = logged.commit(now, &out)
 	p.totals.LetGo(sl)
 	for id, rec := range records {
 		if rec.Kind != handoff.KindDecision {
@@ -217,7 +218,7 @@ func (p *budgetTailSampler) adoptDecision(sh *shard, id pcommon.TraceID, rec han
 				dec = traceinfo.Sampled
 				out.Add(chunks, d.Th, "", t.Bytes+t.StampBytes)
 			}
-			sh.counters.countLate(dec, traceinfo.ReasonLateSpan, t.Spans, t.Bytes)
+			sh.counters.CountLate(dec, traceinfo.ReasonLateSpan, t.Spans, t.Bytes)
 			sh.volumes.Book(d, p.unit.Volume(t.Spans, t.Bytes+t.StampBytes), rec.Sampled, p.maxKeys)
 			if p.red != nil {
 				// They follow the decision here, as late spans.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -53,11 +54,22 @@ func testConfig() *Config {
 // tests advance the clock and call decideExpired and adjust.
 func newTestSampler(t testing.TB, cfg *Config) *testSampler {
 	t.Helper()
+	return newTestSamplerTo(t, cfg, nil)
+}
+
+// newTestSamplerTo is newTestSampler handing kept traces to next, which
+// hands what it takes on to the sink (nil: straight to the sink).
+func newTestSamplerTo(t testing.TB, cfg *Config, next func(sink consumer.Traces) consumer.Traces) *testSampler {
+	t.Helper()
 	require.NoError(t, cfg.Validate())
 	ts := &testSampler{t: t, sink: new(consumertest.TracesSink), tel: componenttest.NewTelemetry(), now: time.Unix(1_700_000_000, 0)}
 	set := processortest.NewNopSettings(metadata.Type)
 	set.TelemetrySettings = ts.tel.NewTelemetrySettings()
-	p, err := newBudgetTailSampler(set, cfg, ts.sink)
+	var to consumer.Traces = ts.sink
+	if next != nil {
+		to = next(ts.sink)
+	}
+	p, err := newBudgetTailSampler(set, cfg, to)
 	require.NoError(t, err)
 	p.now = func() time.Time { return ts.now }
 	p.adj.Start(ts.now)

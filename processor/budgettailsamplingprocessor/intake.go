@@ -28,6 +28,11 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 // from the log) arrived before a restart: it arrives then, and is not
 // written again.
 func (p *budgetTailSampler) consume(ctx context.Context, td ptrace.Traces, replayedAt time.Time) error {
+	if replayedAt.IsZero() {
+		if err := p.refuseWhileFailing(); err != nil {
+			return err
+		}
+	}
 	req, err := p.splitRequest(td)
 	if err != nil {
 		return err
@@ -73,10 +78,10 @@ func (p *budgetTailSampler) consume(ctx context.Context, td ptrace.Traces, repla
 		}
 		p.enforceBounds(now, &out)
 	}
-	logged.commit(now, &out)
+	err = logged.commit(now, &out)
 	p.totals.LetGo(sl)
 	p.forward(ctx, &out)
-	return nil
+	return err
 }
 
 // splitRequest splits td and counts its invalid spans and rule errors (rare: on
@@ -92,10 +97,10 @@ func (p *budgetTailSampler) splitRequest(td ptrace.Traces) (*split.Request, erro
 		sh := p.shards[0]
 		sh.mu.Lock()
 		for c, n := range req.Invalid {
-			sh.counters.invalid[c] += n
+			sh.counters.Invalid[c] += n
 		}
 		for i, n := range req.RuleErrors {
-			sh.counters.rules[i].Errors += n
+			sh.counters.Rules[i].Errors += n
 		}
 		sh.mu.Unlock()
 	}
@@ -165,7 +170,7 @@ func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.C
 	if ok && k.Decided() {
 		d := sh.DecisionOf(k)
 		if d.Seen(f.FP) {
-			sh.counters.invalid[traceinfo.InvalidDuplicate] += int64(f.Spans)
+			sh.counters.Invalid[traceinfo.InvalidDuplicate] += int64(f.Spans)
 			return false
 		}
 		// An error that arrives after the decision makes the trace an error
@@ -195,7 +200,7 @@ func (p *budgetTailSampler) ingest(sh *shard, f *split.Fragment, chunk spanmem.C
 	}
 	t := sh.TraceOf(k)
 	if t != nil && !a.handed && t.Seen(f.FP) {
-		sh.counters.invalid[traceinfo.InvalidDuplicate] += int64(f.Spans)
+		sh.counters.Invalid[traceinfo.InvalidDuplicate] += int64(f.Spans)
 		return false
 	}
 	switch {
@@ -244,7 +249,7 @@ func (p *budgetTailSampler) lateSize(sh *shard, f *split.Fragment, priming bool)
 // followSampled forwards a late fragment of a kept trace with its threshold;
 // it counts against the budget like the rest of the trace.
 func (p *budgetTailSampler) followSampled(sh *shard, f *split.Fragment, d traceinfo.Decided, z size, out *forward.Kept) {
-	sh.counters.countLate(traceinfo.Sampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
+	sh.counters.CountLate(traceinfo.Sampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
 	sh.volumes.Book(d, z.vol, true, p.maxKeys)
 	out.AddLate(f.Encoded, d.Th, traceinfo.ReasonNames[traceinfo.ReasonLateSpan], f.Bytes+f.StampBytes)
 	p.representKept(d.Service, f.Spans, d.Th)
@@ -264,7 +269,7 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tra
 	d := *sh.DecisionOf(k)
 	if p.adj.Rules().Drops(d.Rule) {
 		// Dropped by a rule: whatever follows, errors included.
-		sh.counters.countLate(traceinfo.NotSampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
+		sh.counters.CountLate(traceinfo.NotSampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
 		p.dryRunNotKept(f, out)
 		return
 	}
@@ -279,16 +284,16 @@ func (p *budgetTailSampler) followNotSampled(sh *shard, f *split.Fragment, k tra
 		if th.ShouldSample(f.Randomness(f.ID)) {
 			late := traceinfo.Decided{Th: th, Service: d.Service, Class: traceinfo.ReasonError, Rule: -1, At: d.At, Recent: d.Recent}
 			sh.Record(f.ID, traceinfo.Sampled, late, k, true)
-			sh.counters.countLate(traceinfo.Sampled, traceinfo.ReasonLateError, f.Spans, z.bytes)
+			sh.counters.CountLate(traceinfo.Sampled, traceinfo.ReasonLateError, f.Spans, z.bytes)
 			sh.volumes.Book(late, z.vol, true, p.maxKeys)
 			out.AddLate(f.Encoded, th, traceinfo.ReasonNames[traceinfo.ReasonLateError], f.Bytes+f.StampBytes)
 			p.representKept(d.Service, f.Spans, th)
 			p.recallDropped(sh, f, late, th, out)
 			return
 		}
-		sh.counters.overflow[traceinfo.ClassError]++
+		sh.counters.Overflow[traceinfo.ClassError]++
 	}
-	sh.counters.countLate(traceinfo.NotSampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
+	sh.counters.CountLate(traceinfo.NotSampled, traceinfo.ReasonLateSpan, f.Spans, z.bytes)
 	sh.volumes.Book(d, z.vol, false, p.maxKeys)
 	p.dryRunNotKept(f, out)
 	if sh.recall != nil && p.relief.Active() && !p.recallPaused.Load() {
@@ -315,7 +320,7 @@ func (p *budgetTailSampler) recallDropped(sh *shard, f *split.Fragment, d tracei
 	}
 	for _, r := range sh.recall.Recall(f.ID) {
 		sh.volumes.Book(d, p.unit.Volume(r.Spans, r.Bytes), true, p.maxKeys)
-		sh.counters.recalled += int64(r.Spans)
+		sh.counters.Recalled += int64(r.Spans)
 		out.AddLate(r.Encoded, th, traceinfo.ReasonNames[traceinfo.ReasonLateError], r.Bytes)
 		p.representKept(d.Service, r.Spans, th)
 	}

@@ -40,6 +40,7 @@ var layers = map[string][]string{
 	"internal/recall":       nil,
 	"internal/durable":      nil,
 	"internal/pipelineof":   nil,
+	"internal/tally":        {"internal/rules", "internal/traceinfo"},
 	"internal/rare":         nil,
 	"internal/red":          {"internal/metadata"},
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/shadow"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/spanmem"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tally"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
 )
@@ -100,7 +101,7 @@ type shard struct {
 	mu    sync.Mutex
 	index int // in shards
 	*tracebuf.Buffer
-	counters counters
+	counters tally.Counters
 	volumes  policy.Volumes
 	// intake is the volume received while the sampler measures its first
 	// rates (priming); unused otherwise.
@@ -185,12 +186,12 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 		p.shards = append(p.shards, &shard{
 			index:    len(p.shards),
 			Buffer:   tracebuf.New(per(cfg.DecisionCache.SampledSize), per(cfg.DecisionCache.NotSampledSize), p.totals),
-			counters: counters{rules: make([]rules.Counts, rules.MaxSlots)},
+			counters: tally.Counters{Rules: make([]rules.Counts, rules.MaxSlots)},
 			volumes:  policy.NewVolumes(rs.Len()),
 		})
 	}
 	if cfg.Durable.Enabled {
-		if p.wal, err = openWAL(cfg, set, tel); err != nil {
+		if p.wal, err = p.openWAL(cfg, set, tel); err != nil {
 			return nil, err
 		}
 	}
@@ -363,7 +364,7 @@ func (p *budgetTailSampler) Shutdown(ctx context.Context) error {
 		if ctx.Err() != nil {
 			// With the log, these are replayed at the next start.
 			lost = lost || sh.Len() > 0
-			sh.counters.droppedTooEarly += int64(sh.Len())
+			sh.counters.DroppedTooEarly += int64(sh.Len())
 			for t := sh.Oldest(); t != nil; t = sh.Oldest() {
 				sh.Remove(t)
 				sh.Forget(t.ID)
@@ -377,6 +378,10 @@ func (p *budgetTailSampler) Shutdown(ctx context.Context) error {
 		p.forward(ctx, &out)
 	}
 	if p.wal != nil {
+		// What the next consumer still refuses stays in the log for the
+		// next start.
+		lost = p.wal.retries.Offer(ctx, now, true) > 0 || lost
+		p.wal.retries.GiveUp()
 		p.closeWAL(lost)
 	}
 	p.totals.Arena().Close()

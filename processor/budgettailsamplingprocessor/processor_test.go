@@ -263,7 +263,7 @@ func TestShutdownOutOfTimeCountsDroppedTooEarly(t *testing.T) {
 	cancel()
 	require.NoError(t, ts.p.Shutdown(ctx))
 	c, buffered, _, _ := ts.p.tally()
-	assert.Equal(t, int64(20), c.droppedTooEarly)
+	assert.Equal(t, int64(20), c.DroppedTooEarly)
 	assert.Zero(t, buffered)
 }
 
@@ -442,9 +442,9 @@ func TestDecisionsKeepUpWithABusyFeederOnOneCore(t *testing.T) {
 		}
 	}
 	c, _, _, _ := ts.p.tally()
-	decided := c.spans[sampled] + c.spans[notSampled]
+	decided := c.Spans[sampled] + c.Spans[notSampled]
 	require.NoError(t, ts.p.Shutdown(context.Background()))
-	assert.Zero(t, c.traces[sampled][traceinfo.ReasonForced]+c.traces[notSampled][traceinfo.ReasonForced], "no trace decided early: the bounds are far")
+	assert.Zero(t, c.Traces[sampled][traceinfo.ReasonForced]+c.Traces[notSampled][traceinfo.ReasonForced], "no trace decided early: the bounds are far")
 	t.Logf("decided %d of %d spans due (%d fed)", decided, due, fed)
 	assert.GreaterOrEqual(t, decided, due/2, "decided %d of %d spans due (%d fed)", decided, due, fed)
 }
@@ -468,7 +468,7 @@ func TestConcurrentIntakeWithBackgroundDecisions(t *testing.T) {
 	}
 	assert.Zero(t, ts.p.totals.Bytes()+pending, "every slab uncounted once, when its last chunk left")
 	assert.Zero(t, ts.p.totals.SlabBytes())
-	decided := c.spans[sampled] + c.spans[notSampled]
+	decided := c.Spans[sampled] + c.Spans[notSampled]
 	assert.Equal(t, total.Load(), decided, "every span decided exactly once")
-	assert.Equal(t, c.spans[sampled], int64(ts.sink.SpanCount()))
+	assert.Equal(t, c.Spans[sampled], int64(ts.sink.SpanCount()))
 }

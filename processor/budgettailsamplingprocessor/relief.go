@@ -110,10 +110,10 @@ func (p *budgetTailSampler) decideAtArrival(req *split.Request, f *split.Fragmen
 		sh.volumes.Book(d, vol, keep, p.maxKeys)
 	}
 	if d.Rule >= 0 {
-		sh.counters.rules[d.Rule].Decided(keep)
+		sh.counters.Rules[d.Rule].Decided(keep)
 	}
-	sh.counters.count(dec, reason, f.Spans, f.Bytes)
-	sh.counters.relief[dec] += int64(f.Spans)
+	sh.counters.Count(dec, reason, f.Spans, f.Bytes)
+	sh.counters.Relief[dec] += int64(f.Spans)
 	return true
 }
 
@@ -178,7 +178,7 @@ func (p *budgetTailSampler) shedOnMemory() {
 	target := p.totals.Bytes() - int64(excess)
 	var out forward.Kept
 	p.decideOldestWhile(now, func() bool { return p.totals.Bytes() > target }, &out,
-		func(sh *shard, t *tracebuf.Trace) { sh.counters.shed += int64(t.Spans) })
+		func(sh *shard, t *tracebuf.Trace) { sh.counters.Shed += int64(t.Spans) })
 	p.forward(context.Background(), &out)
 }
 

@@ -169,7 +169,7 @@ func TestReloadRulesUnderConcurrentIntake(t *testing.T) {
 	require.NoError(t, ts.p.Shutdown(t.Context()))
 	c, buffered, _, _ := ts.p.tally()
 	assert.Zero(t, buffered)
-	assert.Equal(t, sent.Load(), c.spans[0]+c.spans[1]+c.invalid[traceinfo.InvalidDuplicate], "every span decided once")
+	assert.Equal(t, sent.Load(), c.Spans[0]+c.Spans[1]+c.Invalid[traceinfo.InvalidDuplicate], "every span decided once")
 	applied, rejected := ts.p.live.Reloads()
 	assert.Equal(t, int64(0), rejected)
 	assert.Greater(t, applied, int64(20))

@@ -287,5 +287,5 @@ func TestRulesUnderConcurrentIntake(t *testing.T) {
 	require.NoError(t, ts.p.Shutdown(t.Context()))
 	c, buffered, _, _ := ts.p.tally()
 	assert.Zero(t, buffered)
-	assert.Equal(t, int64(4*30*20), c.rules[0].Matched, "every reference trace matches the orders rule")
+	assert.Equal(t, int64(4*30*20), c.Rules[0].Matched, "every reference trace matches the orders rule")
 }

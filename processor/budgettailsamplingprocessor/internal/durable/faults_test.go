@@ -375,3 +375,32 @@ func TestDurableInstanceDirectoriesAndTheLegacyOne(t *testing.T) {
 	require.NoError(t, a.Close())
 	require.NoError(t, b.Close())
 }
+
+// A failed write or flush leaves the log failing (the caller refuses
+// requests) until a write succeeds again; Probe is such a write, and
+// replays nothing.
+func TestDurableFailingUntilAWriteSucceeds(t *testing.T) {
+	fs := &faultFiles{}
+	dir := t.TempDir()
+	l, err := openLog(t, dir, Options{Sync: SyncAlways, SegmentBytes: 1 << 20, files: fs})
+	require.NoError(t, err)
+	require.NoError(t, write(t, l, frag(1, 10, "x")))
+	assert.False(t, l.Failing())
+	fs.failWrites = 1
+	require.Error(t, write(t, l, frag(2, 20, "refused")))
+	assert.True(t, l.Failing())
+	fs.failWrites = 1
+	require.Error(t, l.Probe(), "still failing")
+	assert.True(t, l.Failing())
+	require.NoError(t, l.Probe())
+	assert.False(t, l.Failing())
+	fs.failSyncs = 1
+	require.Error(t, write(t, l, frag(3, 30, "refused by its flush")))
+	assert.True(t, l.Failing())
+	require.NoError(t, l.Probe())
+	got, st, _ := replayAll(t, dir, Options{})
+	// The write whose flush failed reached the page cache: it may come
+	// back (its caller decided its traces and marks them done).
+	assert.Equal(t, []string{"x", "refused by its flush"}, names(got))
+	assert.Zero(t, st.TornTails+st.CorruptRecords)
+}

@@ -26,6 +26,20 @@ func (h *Holds[K]) Hold(k K, arrived int64) {
 	h.mu.Unlock()
 }
 
+// Move makes to hold where from held, and lets go of from's hold: the
+// holder changes (a pass whose traces wait for another offer), the hold
+// does not.
+func (h *Holds[K]) Move(from, to K) {
+	h.mu.Lock()
+	if at, ok := h.oldest[from]; ok {
+		delete(h.oldest, from)
+		if cur, held := h.oldest[to]; !held || at < cur {
+			h.oldest[to] = at
+		}
+	}
+	h.mu.Unlock()
+}
+
 // Release lets go of k's hold.
 func (h *Holds[K]) Release(k K) {
 	h.mu.Lock()

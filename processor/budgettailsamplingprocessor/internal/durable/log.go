@@ -165,10 +165,13 @@ type Log struct {
 	files fileSystem
 	lock  *os.File
 
-	batches        sync.Pool
-	handed         *Holds[*Handed]
-	failures       atomic.Int64
-	syncFailures   atomic.Int64
+	batches      sync.Pool
+	handed       *Holds[*Handed]
+	failures     atomic.Int64
+	syncFailures atomic.Int64
+	// failing is set by a failed write or flush and cleared by the next
+	// good write (a request's, or Probe's).
+	failing        atomic.Bool
 	tornTails      atomic.Int64
 	corruptRecords atomic.Int64
 	skipped        atomic.Int64
@@ -305,6 +308,20 @@ func (l *Log) Free(b *Batch) {
 	l.batches.Put(b)
 }
 
+// Failing reports whether the last write or flush failed (an I/O error,
+// a full disk) and no write has succeeded since: the caller refuses
+// requests meanwhile rather than acknowledge what may not be written.
+func (l *Log) Failing() bool { return l.failing.Load() }
+
+// Probe writes a record that changes nothing (a settled mark of no trace)
+// to learn whether the log can be written again; a success clears Failing.
+func (l *Log) Probe() error {
+	b := l.NewBatch()
+	defer l.Free(b)
+	b.AddSettled([16]byte{}, 0)
+	return l.Commit(l.Append(b))
+}
+
 // Failures counts the Commits that failed.
 func (l *Log) Failures() int64 { return l.failures.Load() }
 
@@ -385,6 +402,21 @@ func (b *Batch) addMark(kind byte, id [16]byte, at int64) {
 		d = append(d, id[:]...)
 		return binary.LittleEndian.AppendUint64(d, uint64(at))
 	})
+}
+
+// MarkDone writes, now, the done marks of traces decided at (Unix ns) and
+// taken by the next consumer. A mark lost in a crash makes its trace
+// decided, and sent, again after the restart.
+func MarkDone[ID ~[16]byte](l *Log, ids []ID, at int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	b := l.NewBatch()
+	defer l.Free(b)
+	for _, id := range ids {
+		b.AddDone(id, at)
+	}
+	return l.Commit(l.Append(b))
 }
 
 // Append adds the batch's records to the pending generation, and returns
@@ -523,8 +555,12 @@ func (l *Log) writeLocked() {
 	l.wroteGen = gen
 	if err != nil {
 		fragErr, markErr = err, err
-	} else if len(buf) > 0 && l.unsynced == 0 {
-		l.unsynced = gen
+		l.failing.Store(true)
+	} else if len(buf) > 0 {
+		l.failing.Store(false)
+		if l.unsynced == 0 {
+			l.unsynced = gen
+		}
 	}
 	l.fate[gen%fates], l.markFate[gen%fates] = fragErr, markErr
 	if rotate && l.file != nil {
@@ -612,6 +648,7 @@ func (l *Log) syncLocked() error {
 	}
 	if err := l.timedSync(l.file); err != nil {
 		l.syncFailures.Add(1)
+		l.failing.Store(true)
 		if l.unsynced != 0 {
 			for g := max(l.unsynced, l.wroteGen-min(l.wroteGen, fates-1)); g <= l.wroteGen; g++ {
 				l.fate[g%fates], l.markFate[g%fates] = err, err
@@ -661,6 +698,7 @@ func (l *Log) Sync() error {
 	for _, r := range retired {
 		if err := l.timedSync(r); err != nil {
 			l.syncFailures.Add(1)
+			l.failing.Store(true)
 			if first == nil {
 				first = err
 			}
@@ -670,6 +708,7 @@ func (l *Log) Sync() error {
 	if f != nil && dirty {
 		if err := l.timedSync(f); err != nil && !errors.Is(err, os.ErrClosed) {
 			l.syncFailures.Add(1)
+			l.failing.Store(true)
 			if first == nil {
 				first = err
 			}

@@ -308,7 +308,9 @@ func TestHoldsKeepTheOldestArrivalInFlight(t *testing.T) {
 	h.Hold(1, 70) // a later arrival does not move the hold
 	h.Hold(2, 60)
 	assert.Equal(t, int64(50), h.Oldest())
-	h.Release(1)
+	h.Move(1, 3) // the holder changes, the hold does not
+	assert.Equal(t, int64(50), h.Oldest())
+	h.Release(3)
 	assert.Equal(t, int64(60), h.Oldest())
 	h.Release(2)
 	assert.Equal(t, int64(math.MaxInt64), h.Oldest())

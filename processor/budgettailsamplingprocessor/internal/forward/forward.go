@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/sampling"
 	"go.opentelemetry.io/collector/consumer"
@@ -59,6 +60,8 @@ type Forwarder struct {
 	s         Settings
 	failed    atomic.Int64 // spans the next consumer refused
 	truncated atomic.Int64 // tracestates cut to 32 members when th was written
+	abandoned atomic.Int64 // refused spans given up on
+	lastWarn  atomic.Int64 // rate-limits the refusal warning (Unix ns)
 }
 
 // New returns a forwarder.
@@ -196,8 +199,10 @@ func (m *merged) add(encoded []byte, mk mark) {
 // (forced by the bounds, or by the span limit) belong to other requests:
 // they go with a context of their own, so that one client's metadata
 // (auth, tenant) never travels with another's spans. Late fragments are
-// the request's own and keep its context.
-func (f *Forwarder) Forward(ctx context.Context, k *Kept) {
+// the request's own and keep its context. It returns what the next
+// consumer refused (nil: nothing), for a caller that offers it again
+// (Retries) or gives it up (Abandon).
+func (f *Forwarder) Forward(ctx context.Context, k *Kept) *Refused {
 	// What the next consumer holds was decoded, copied out of the chunks.
 	defer func() {
 		for _, sl := range k.slabs {
@@ -232,23 +237,29 @@ func (f *Forwarder) Forward(ctx context.Context, k *Kept) {
 			}
 		}
 	}
-	f.forwardMerged(context.Background(), kept)
-	f.forwardMerged(context.Background(), notKept)
+	var refused Refused
+	refused.add(f.forwardMerged(context.Background(), kept))
+	refused.add(f.forwardMerged(context.Background(), notKept))
 	kept, notKept = nil, nil
 	for _, lf := range k.late {
 		m := which(lf.mark)
 		m.booked += lf.booked
 		m.add(lf.encoded, lf.mark)
 	}
-	f.forwardMerged(ctx, kept)
-	f.forwardMerged(ctx, notKept)
+	refused.add(f.forwardMerged(ctx, kept))
+	refused.add(f.forwardMerged(ctx, notKept))
+	if len(refused.reqs) == 0 {
+		return nil
+	}
+	return &refused
 }
 
 // forwardMerged decodes the fragments m holds as one request, stamps each
-// span with its mark and hands it on.
-func (f *Forwarder) forwardMerged(ctx context.Context, m *merged) {
+// span with its mark and hands it on; it returns the request if the next
+// consumer refused it.
+func (f *Forwarder) forwardMerged(ctx context.Context, m *merged) (refused ptrace.Traces, ok bool) {
 	if m == nil || m.m.Len() == 0 {
-		return
+		return refused, false
 	}
 	var u ptrace.ProtoUnmarshaler
 	encoded, from, err := m.m.Merged()
@@ -263,19 +274,18 @@ func (f *Forwarder) forwardMerged(ctx context.Context, m *merged) {
 			if m.metered {
 				f.s.Meter.Add(td, m.booked)
 			}
-			f.consume(ctx, td)
-			return
+			return f.consume(ctx, td)
 		}
 	}
 	// The sampler marshaled every fragment itself, so this takes memory
 	// corruption; what can still be read goes on, fragment by fragment.
 	f.s.Logger.Error("cannot merge kept fragments", zap.Int("fragments", m.m.Len()), zap.Error(err))
-	f.forwardEach(ctx, m)
+	return f.forwardEach(ctx, m)
 }
 
 // forwardEach decodes the fragments m holds one by one, a ResourceSpans
-// each, and hands them on as one request.
-func (f *Forwarder) forwardEach(ctx context.Context, m *merged) {
+// each, and hands them on as one request (returned if refused).
+func (f *Forwarder) forwardEach(ctx context.Context, m *merged) (ptrace.Traces, bool) {
 	var u ptrace.ProtoUnmarshaler
 	out := ptrace.NewTraces()
 	var marks []mark
@@ -295,14 +305,22 @@ func (f *Forwarder) forwardEach(ctx context.Context, m *merged) {
 	if m.metered {
 		f.s.Meter.Add(out, m.booked)
 	}
-	f.consume(ctx, out)
+	return f.consume(ctx, out)
 }
 
-func (f *Forwarder) consume(ctx context.Context, td ptrace.Traces) {
-	if err := f.s.Next.ConsumeTraces(ctx, td); err != nil {
-		f.failed.Add(int64(td.SpanCount()))
+// consume hands td to the next consumer; it returns td, and true, if the
+// consumer refused it (counted).
+func (f *Forwarder) consume(ctx context.Context, td ptrace.Traces) (ptrace.Traces, bool) {
+	err := f.s.Next.ConsumeTraces(ctx, td)
+	if err == nil {
+		return td, false
+	}
+	f.failed.Add(int64(td.SpanCount()))
+	if now := time.Now().UnixNano(); now-f.lastWarn.Load() > int64(10*time.Second) {
+		f.lastWarn.Store(now)
 		f.s.Logger.Warn("next consumer refused kept traces", zap.Int("spans", td.SpanCount()), zap.Error(err))
 	}
+	return td, true
 }
 
 // stamp writes each span's threshold (marks, in the order of td's spans)

@@ -40,6 +40,7 @@ type TelemetryBuilder struct {
 	ProcessorBudgetTailSamplingDurableCorruptRecords          metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingDurableCorruptSegments         metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingDurableLogBytes                metric.Int64ObservableGauge
+	ProcessorBudgetTailSamplingDurableRefusedRequests         metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingDurableReplayedSpans           metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingDurableReplayedTraces          metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingDurableSegments                metric.Int64ObservableGauge
@@ -48,7 +49,9 @@ type TelemetryBuilder struct {
 	ProcessorBudgetTailSamplingDurableSyncFailures            metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingDurableWriteFailures           metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingEgressToBooked                 metric.Float64ObservableGauge
+	ProcessorBudgetTailSamplingForwardAbandonedSpans          metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingForwardFailedSpans             metric.Int64ObservableCounter
+	ProcessorBudgetTailSamplingForwardPendingSpans            metric.Int64ObservableGauge
 	ProcessorBudgetTailSamplingHandoffDecisions               metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingHandoffFailedSpans             metric.Int64ObservableCounter
 	ProcessorBudgetTailSamplingHandoffProxiedSpans            metric.Int64ObservableCounter
@@ -268,6 +271,21 @@ func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingDurableLogBy
 	return nil
 }
 
+// RegisterProcessorBudgetTailSamplingDurableRefusedRequestsCallback sets callback for observable ProcessorBudgetTailSamplingDurableRefusedRequests metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingDurableRefusedRequestsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingDurableRefusedRequests, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingDurableRefusedRequests)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
 // RegisterProcessorBudgetTailSamplingDurableReplayedSpansCallback sets callback for observable ProcessorBudgetTailSamplingDurableReplayedSpans metric.
 func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingDurableReplayedSpansCallback(cb metric.Int64Callback) error {
 	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
@@ -373,12 +391,42 @@ func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingEgressToBook
 	return nil
 }
 
+// RegisterProcessorBudgetTailSamplingForwardAbandonedSpansCallback sets callback for observable ProcessorBudgetTailSamplingForwardAbandonedSpans metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingForwardAbandonedSpansCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingForwardAbandonedSpans, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingForwardAbandonedSpans)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
 // RegisterProcessorBudgetTailSamplingForwardFailedSpansCallback sets callback for observable ProcessorBudgetTailSamplingForwardFailedSpans metric.
 func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingForwardFailedSpansCallback(cb metric.Int64Callback) error {
 	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingForwardFailedSpans, obs: o})
 		return nil
 	}, builder.ProcessorBudgetTailSamplingForwardFailedSpans)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterProcessorBudgetTailSamplingForwardPendingSpansCallback sets callback for observable ProcessorBudgetTailSamplingForwardPendingSpans metric.
+func (builder *TelemetryBuilder) RegisterProcessorBudgetTailSamplingForwardPendingSpansCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ProcessorBudgetTailSamplingForwardPendingSpans, obs: o})
+		return nil
+	}, builder.ProcessorBudgetTailSamplingForwardPendingSpans)
 	if err != nil {
 		return err
 	}
@@ -1054,6 +1102,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("By"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingDurableRefusedRequests, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_budget_tail_sampling_durable_refused_requests",
+		metric.WithDescription("Requests refused (retryably: the sender tries again) because the log could not be written: while a write or flush has failed (a full disk, EIO) and no write has succeeded since, and requests that proxied fragments to their owner when their write failed. [Alpha]"),
+		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorBudgetTailSamplingDurableReplayedSpans, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_budget_tail_sampling_durable_replayed_spans",
 		metric.WithDescription("Spans read back from the write-ahead log at start (buffered and undecided when the sampler stopped) and buffered again. [Alpha]"),
@@ -1103,9 +1157,21 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("1"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingForwardAbandonedSpans, err = builder.meter.Int64ObservableCounter(
+		"otelcol_processor_budget_tail_sampling_forward_abandoned_spans",
+		metric.WithDescription("Spans of kept traces the next consumer refused and the sampler gave up on: at once without the durable log; with it, when the spans held for another offer pass an eighth of max_buffered_bytes (oldest first; their records stay in the log while their segments remain) or at shutdown (kept in the log for the next start). [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorBudgetTailSamplingForwardFailedSpans, err = builder.meter.Int64ObservableCounter(
 		"otelcol_processor_budget_tail_sampling_forward_failed_spans",
-		metric.WithDescription("Spans of kept traces the next consumer refused. [Alpha]"),
+		metric.WithDescription("Spans of kept traces the next consumer refused, at each refusal (with the durable log, a refused request is offered again: each refusal counts). [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorBudgetTailSamplingForwardPendingSpans, err = builder.meter.Int64ObservableGauge(
+		"otelcol_processor_budget_tail_sampling_forward_pending_spans",
+		metric.WithDescription("Spans of kept traces the next consumer refused, held for another offer (durable.enabled): their done marks wait until it takes them. [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

@@ -52,6 +52,9 @@ const (
 	MetricDurableCorrupt    = prefix + "durable_corrupt_segments"
 	MetricDurableRecords    = prefix + "durable_corrupt_records"
 	MetricDurableSyncFailed = prefix + "durable_sync_failures"
+	MetricDurableRefused    = prefix + "durable_refused_requests"
+	MetricForwardAbandoned  = prefix + "forward_abandoned_spans"
+	MetricForwardPending    = prefix + "forward_pending_spans"
 	MetricDurableFailures   = prefix + "durable_write_failures"
 	MetricDurableSegments   = prefix + "durable_segments"
 	MetricDurableTraces     = prefix + "durable_replayed_traces"
@@ -124,16 +127,21 @@ type Telemetry struct {
 	DurableCorrupt  metric.Int64ObservableCounter
 	DurableRecords  metric.Int64ObservableCounter
 	DurableSyncFail metric.Int64ObservableCounter
-	DurableFailures metric.Int64ObservableCounter
-	DurableSegments metric.Int64ObservableGauge
-	DurableTraces   metric.Int64ObservableCounter
-	DurableSkipped  metric.Int64ObservableCounter
-	DurableSync     metric.Float64Histogram
-	DecisionLatency metric.Float64Histogram
-	REDRequests     metric.Int64Counter
-	REDErrors       metric.Int64Counter
-	REDSpans        metric.Int64Counter
-	REDDuration     metric.Float64Histogram
+	DurableRefused  metric.Int64ObservableCounter
+	// ForwardAbandoned and ForwardPending follow what the next consumer
+	// refused.
+	ForwardAbandoned metric.Int64ObservableCounter
+	ForwardPending   metric.Int64ObservableGauge
+	DurableFailures  metric.Int64ObservableCounter
+	DurableSegments  metric.Int64ObservableGauge
+	DurableTraces    metric.Int64ObservableCounter
+	DurableSkipped   metric.Int64ObservableCounter
+	DurableSync      metric.Float64Histogram
+	DecisionLatency  metric.Float64Histogram
+	REDRequests      metric.Int64Counter
+	REDErrors        metric.Int64Counter
+	REDSpans         metric.Int64Counter
+	REDDuration      metric.Float64Histogram
 	// Represented, RareCoverage and RareProb say how well the kept traces
 	// stand for the traffic.
 	Represented  metric.Float64ObservableGauge
@@ -161,7 +169,7 @@ func (t *Telemetry) Observables() []metric.Observable {
 		t.HandoffTraces, t.HandoffSpans, t.HandoffDecisions, t.HandoffProxied, t.HandoffFailed, t.RingMembers, t.RingChanges,
 		t.ReliefActive, t.ReliefLevel, t.ReliefSpans, t.ReliefActivations, t.ReliefProb,
 		t.ReliefRecalled, t.ReliefShed, t.ReliefRecallEvicted, t.ReliefRecallBytes, t.KeyFolds,
-		t.DurableBytes, t.DurableReplayed, t.DurableCorrupt, t.DurableRecords, t.DurableSyncFail, t.DurableFailures, t.DurableSegments, t.DurableTraces, t.DurableSkipped,
+		t.DurableBytes, t.DurableReplayed, t.DurableCorrupt, t.DurableRecords, t.DurableSyncFail, t.DurableRefused, t.ForwardAbandoned, t.ForwardPending, t.DurableFailures, t.DurableSegments, t.DurableTraces, t.DurableSkipped,
 		t.Represented, t.RareCoverage, t.RareProb, t.Budget, t.PolicyVersion, t.PolicyReloads, t.PolicyRejected,
 		t.PolicySpans, t.PolicyTraces, t.PolicyProjected, t.PolicyUtilization, t.PolicyRareCover}
 }
@@ -195,6 +203,9 @@ func NewTelemetry(set component.TelemetrySettings) (*Telemetry, error) {
 		DurableCorrupt:      tb.ProcessorBudgetTailSamplingDurableCorruptSegments,
 		DurableRecords:      tb.ProcessorBudgetTailSamplingDurableCorruptRecords,
 		DurableSyncFail:     tb.ProcessorBudgetTailSamplingDurableSyncFailures,
+		DurableRefused:      tb.ProcessorBudgetTailSamplingDurableRefusedRequests,
+		ForwardAbandoned:    tb.ProcessorBudgetTailSamplingForwardAbandonedSpans,
+		ForwardPending:      tb.ProcessorBudgetTailSamplingForwardPendingSpans,
 		DurableBytes:        tb.ProcessorBudgetTailSamplingDurableLogBytes,
 		DurableReplayed:     tb.ProcessorBudgetTailSamplingDurableReplayedSpans,
 		DurableTraces:       tb.ProcessorBudgetTailSamplingDurableReplayedTraces,

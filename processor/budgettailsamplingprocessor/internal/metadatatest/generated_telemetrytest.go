@@ -198,6 +198,22 @@ func AssertEqualProcessorBudgetTailSamplingDurableLogBytes(t *testing.T, tt *com
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorBudgetTailSamplingDurableRefusedRequests(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_durable_refused_requests",
+		Description: "Requests refused (retryably: the sender tries again) because the log could not be written: while a write or flush has failed (a full disk, EIO) and no write has succeeded since, and requests that proxied fragments to their owner when their write failed. [Alpha]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_durable_refused_requests")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorBudgetTailSamplingDurableReplayedSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_budget_tail_sampling_durable_replayed_spans",
@@ -321,10 +337,26 @@ func AssertEqualProcessorBudgetTailSamplingEgressToBooked(t *testing.T, tt *comp
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorBudgetTailSamplingForwardAbandonedSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_forward_abandoned_spans",
+		Description: "Spans of kept traces the next consumer refused and the sampler gave up on: at once without the durable log; with it, when the spans held for another offer pass an eighth of max_buffered_bytes (oldest first; their records stay in the log while their segments remain) or at shutdown (kept in the log for the next start). [Alpha]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_forward_abandoned_spans")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorBudgetTailSamplingForwardFailedSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_budget_tail_sampling_forward_failed_spans",
-		Description: "Spans of kept traces the next consumer refused. [Alpha]",
+		Description: "Spans of kept traces the next consumer refused, at each refusal (with the durable log, a refused request is offered again: each refusal counts). [Alpha]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -333,6 +365,20 @@ func AssertEqualProcessorBudgetTailSamplingForwardFailedSpans(t *testing.T, tt *
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_forward_failed_spans")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorBudgetTailSamplingForwardPendingSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_budget_tail_sampling_forward_pending_spans",
+		Description: "Spans of kept traces the next consumer refused, held for another offer (durable.enabled): their done marks wait until it takes them. [Alpha]",
+		Unit:        "{span}",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_budget_tail_sampling_forward_pending_spans")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
