@@ -11,10 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/workload"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 )
 
@@ -152,4 +155,90 @@ func TestDurableProxiedFragmentsWhoseWriteFailedAreNotAcknowledged(t *testing.T)
 	err := a.p.ConsumeTraces(context.Background(), td)
 	require.ErrorIs(t, err, errLogFailing, "proxied, not written: refused")
 	assert.Equal(t, 1.0, a.metric(metadata.MetricDurableRefused))
+}
+
+// Fragments a restarted sampler replays and proxies again (the ring still
+// gives them to a peer that does not answer) hold their old segment: a
+// second crash replays them again, and a sampler that owns them keeps them
+// whole. Replayed proxies held nothing before, and the second crash lost
+// all 100.
+func TestDurableReplayedFragmentsProxiedAgainHoldTheirSegment(t *testing.T) {
+	dir := t.TempDir()
+	tune := func(c *Config) {
+		c.Durable.Enabled = true
+		c.Durable.Directory = dir
+		c.Durable.SegmentBytes = 64 << 10
+		c.Handoff.Timeout = 5 * time.Second // longer than the test needs it hanging
+	}
+	ht := newHandoffTier(t, []string{"127.0.0.2"}, tune)
+	a := ht.samplers["127.0.0.2"]
+	silentPeer(t, fmt.Sprintf("127.0.0.4:%d", ht.port))
+	ht.resolve("127.0.0.4")
+	g := workload.NewGenerator(workload.Options{Services: 4, SpansPerTrace: 6, Seed: 15, Start: ht.now()})
+	for range 100 {
+		td := ptrace.NewTraces()
+		g.Next(td)
+		require.NoError(t, a.p.ConsumeTraces(context.Background(), td))
+	}
+	require.Zero(t, a.p.bufferedTraces(), "every fragment proxied")
+	a.kill()
+	delete(ht.samplers, "127.0.0.2")
+
+	// Restarted with the silent peer still the ring: replayed, proxied again.
+	b := ht.start("127.0.0.5", tune)
+	b.p.refreshPeers()
+	require.NoError(t, b.p.replayWAL(context.Background()))
+	require.Zero(t, b.p.bufferedTraces())
+	require.NotZero(t, b.p.handoff.Pending())
+	b.p.maintainWAL() // its buffer is empty: only the holds keep the old segment
+	b.p.maintainWAL()
+
+	restarted := ht.restartAlone(b, "127.0.0.6", tune)
+	assert.EqualValues(t, 100, restarted.p.bufferedTraces(), "replayed again after the second crash")
+	ht.advance(10 * time.Second)
+	assertWhole(t, ht.where(), 100)
+}
+
+// The wall clock steps back an hour (a chrony step, a restored VM) while
+// traces are buffered: what the log records after the step is not older
+// than what it recorded before (records and retention run on one clock,
+// the monotonic one from a single wall-clock reading), and every trace is
+// replayed. Read at every call, the wall clock stamped the later trace an
+// hour before the earlier one, so that its segment looked older than
+// traces still buffered.
+func TestDurableWallClockStepBackMovesNoRecordBack(t *testing.T) {
+	var step atomic.Int64
+	defer func(orig func() time.Time) { wallClock = orig }(wallClock)
+	wallClock = func() time.Time { return time.Now().Add(-time.Duration(step.Load())) }
+	dir := t.TempDir()
+	cfg := durableConfig(dir)
+	cfg.Durable.SegmentBytes = 64 << 10
+	set := processortest.NewNopSettings(metadata.Type)
+	p, err := newBudgetTailSampler(set, cfg, new(consumertest.TracesSink))
+	require.NoError(t, err)
+	defer func() { _ = p.reg.Unregister(); p.totals.Arena().Close() }()
+	before := traceIDWithRandomness(1, 0.5)
+	require.NoError(t, p.ConsumeTraces(context.Background(), oneSpan("db", before, 2, 1, time.Now(), time.Millisecond)))
+	step.Store(int64(time.Hour))
+	after := traceIDWithRandomness(2, 0.5)
+	require.NoError(t, p.ConsumeTraces(context.Background(), oneSpan("db", after, 2, 1, time.Now(), time.Millisecond)))
+	for i := range 300 { // later segments
+		id := traceIDWithRandomness(uint64(10+i), 0.5)
+		td := oneSpan("db", id, 2, 1, time.Now(), time.Millisecond)
+		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutStr("padding", string(make([]byte, 400)))
+		require.NoError(t, p.ConsumeTraces(context.Background(), td))
+	}
+	p.maintainWAL()
+	p.wal.log.Kill()
+
+	l, err := durable.Open(p.wal.log.Dir(), durable.Options{})
+	require.NoError(t, err)
+	defer l.Close()
+	at := map[pcommon.TraceID]int64{}
+	_, err = l.Replay(func(f durable.Fragment) { at[f.ID] = f.At })
+	require.NoError(t, err)
+	require.Contains(t, at, pcommon.TraceID(before))
+	require.Contains(t, at, pcommon.TraceID(after))
+	assert.GreaterOrEqual(t, at[after], at[before], "recorded after the step, not stamped before it")
+	assert.Len(t, at, 302, "every buffered trace replays")
 }

@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/red"
@@ -102,9 +101,11 @@ func (p *budgetTailSampler) owns(id pcommon.TraceID) bool {
 }
 
 // proxy sends a fragment of a trace this sampler does not own, and has not
-// decided, to its owner; false: it stays here. With the durable log
-// (logged), the fragment is written as handed before the request is
-// acknowledged, and replayed after a crash until the peer has taken it.
+// decided, to its owner; false: it stays here. With the durable log, the
+// fragment (arrived at now; on replay, when it first arrived) holds its
+// segment until the peer has taken it, and is replayed after a crash
+// meanwhile: a new one is written as handed (logged) before the request is
+// acknowledged, a replayed one is in its old segment already.
 func (p *budgetTailSampler) proxy(sh *shard, f *split.Fragment, now time.Time, logged *requestLog) bool {
 	owner, mine := p.handoff.OwnerOf(f.ID)
 	if mine {
@@ -117,10 +118,7 @@ func (p *budgetTailSampler) proxy(sh *shard, f *split.Fragment, now time.Time, l
 		return false
 	}
 	it := handoff.Item{Kind: handoff.KindFragment, ID: f.ID, Chunks: [][]byte{bytes.Clone(f.Encoded)}, Arrived: now, Spans: f.Spans}
-	var h *durable.Handed
-	if logged != nil { // on replay, its record is in an old segment, not held (left)
-		h = p.hand(f.ID, now, true, &it)
-	}
+	h := p.hand(f.ID, now, true, &it)
 	if !p.handoff.Send(owner, it) {
 		h.Cancel()
 		return false

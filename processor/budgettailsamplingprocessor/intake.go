@@ -65,7 +65,7 @@ func (p *budgetTailSampler) consume(ctx context.Context, td ptrace.Traces, repla
 			continue
 		}
 		in := p.encode(req, f, sl, &encoded)
-		if p.handoff != nil && p.proxy(sh, f, now, logged) {
+		if p.handoff != nil && p.proxy(sh, f, arrived.at, logged) {
 			continue
 		}
 		// Compressing is most of a fragment's cost then: before the lock.

@@ -116,6 +116,9 @@ type shard struct {
 	recall *recall.Store
 }
 
+// wallClock is read once, at construction (tests step it).
+var wallClock = time.Now
+
 func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Traces) (*budgetTailSampler, error) {
 	tel, err := metadata.NewTelemetry(set.TelemetrySettings)
 	if err != nil {
@@ -129,12 +132,16 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	if n == 0 {
 		n = 4 * runtime.GOMAXPROCS(0)
 	}
+	// One clock for decisions, the log's records and its retention: the
+	// wall clock read once, then the monotonic clock's elapsed time, which
+	// a wall-clock step (chrony, a restored VM) cannot move back.
+	epoch := wallClock()
 	p := &budgetTailSampler{
 		cfg:    cfg,
 		logger: set.Logger,
 		tel:    tel,
-		now:    time.Now,
-		epoch:  time.Now(),
+		now:    func() time.Time { return epoch.Add(time.Since(epoch)) },
+		epoch:  epoch,
 		lookup: net.DefaultResolver.LookupIP,
 		unit:   policy.NewUnit(cfg.Budget),
 		groups: outliers.New(cfg.Outliers),
