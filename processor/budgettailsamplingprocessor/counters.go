@@ -95,7 +95,7 @@ func (p *budgetTailSampler) observe(_ context.Context, o metric.Observer) error 
 		o.ObserveInt64(t.DurableCorrupt, p.wal.log.TornTails())
 		o.ObserveInt64(t.DurableRecords, p.wal.log.CorruptRecords())
 		o.ObserveInt64(t.DurableSyncFail, p.wal.log.SyncFailures())
-		o.ObserveInt64(t.DurableRefused, p.wal.refused.Load())
+		o.ObserveInt64(t.DurableRefused, p.wal.log.Refused())
 		o.ObserveInt64(t.ForwardPending, p.wal.retries.Pending())
 		o.ObserveInt64(t.DurableFailures, p.wal.log.Failures())
 		o.ObserveInt64(t.DurableSegments, int64(p.wal.log.Segments()))

@@ -2,7 +2,6 @@ package budgettailsamplingprocessor // import "github.com/otelcol-cost/otelcol-c
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -11,14 +10,12 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/processor"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
-	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/pipelineof"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/split"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/tracebuf"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/traceinfo"
@@ -42,9 +39,6 @@ type walState struct {
 	retries  *forward.Retries
 	replayed atomic.Int64
 	traces   atomic.Int64
-	// refused counts the requests refused because the log could not be
-	// written.
-	refused atomic.Int64
 	// lastWarn rate-limits the write warning (Unix ns).
 	lastWarn atomic.Int64
 }
@@ -57,13 +51,12 @@ const walMaintainInterval = 250 * time.Millisecond
 // and the pipeline, each instance its own): an unwritable directory, or
 // one another instance or process holds, fails the collector's start,
 // naming the field, the directory and the holder.
-func (p *budgetTailSampler) openWAL(cfg *Config, set processor.Settings, tel *metadata.Telemetry) (*walState, error) {
+func (p *budgetTailSampler) openWAL(cfg *Config, component, pipeline string, tel *metadata.Telemetry) (*walState, error) {
 	maxBytes := cfg.Durable.MaxBytes
 	if maxBytes == 0 {
 		maxBytes = 2 * cfg.MaxBufferedBytes
 	}
-	pipeline, _ := pipelineof.Of(set.Logger)
-	l, err := durable.OpenInstance(cfg.Durable.Directory, set.ID.String(), pipeline, durable.Options{Sync: cfg.Durable.Sync,
+	l, err := durable.OpenInstance(cfg.Durable.Directory, component, pipeline, durable.Options{Sync: cfg.Durable.Sync,
 		SyncInterval: cfg.Durable.SyncInterval, SegmentBytes: cfg.Durable.SegmentBytes, MaxBytes: maxBytes,
 		OnSync: func(d time.Duration) { tel.DurableSync.Record(context.Background(), d.Seconds()) }})
 	if err != nil {
@@ -196,25 +189,9 @@ func (r *requestLog) commit(now time.Time, out *forward.Kept) error {
 		sh.mu.Unlock()
 	}
 	if r.proxied > 0 {
-		p.wal.refused.Add(1)
-		return fmt.Errorf("%w: %w", errLogFailing, err)
+		return p.wal.log.Refuse(err)
 	}
 	return nil
-}
-
-// errLogFailing refuses a request (retryably: the sender tries again) the
-// log cannot take.
-var errLogFailing = errors.New("budget_tail_sampling: the durable log cannot be written (I/O error or full disk); request refused")
-
-// refuseWhileFailing refuses, before anything of it is buffered, a request
-// that arrives while the log cannot be written: acknowledged, it would be
-// only in memory. maintainWAL probes the log until it can be written.
-func (p *budgetTailSampler) refuseWhileFailing() error {
-	if p.wal == nil || !p.wal.log.Failing() {
-		return nil
-	}
-	p.wal.refused.Add(1)
-	return errLogFailing
 }
 
 // replayWAL buffers again what the log holds of undecided traces, with

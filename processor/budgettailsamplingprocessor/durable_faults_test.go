@@ -153,7 +153,7 @@ func TestDurableProxiedFragmentsWhoseWriteFailedAreNotAcknowledged(t *testing.T)
 	td := ptrace.NewTraces()
 	g.Next(td)
 	err := a.p.ConsumeTraces(context.Background(), td)
-	require.ErrorIs(t, err, errLogFailing, "proxied, not written: refused")
+	require.ErrorIs(t, err, durable.ErrUnwritable, "proxied, not written: refused")
 	assert.Equal(t, 1.0, a.metric(metadata.MetricDurableRefused))
 }
 

@@ -28,10 +28,10 @@ func (p *budgetTailSampler) ConsumeTraces(ctx context.Context, td ptrace.Traces)
 // from the log) arrived before a restart: it arrives then, and is not
 // written again.
 func (p *budgetTailSampler) consume(ctx context.Context, td ptrace.Traces, replayedAt time.Time) error {
-	if replayedAt.IsZero() {
-		if err := p.refuseWhileFailing(); err != nil {
-			return err
-		}
+	if p.wal != nil && replayedAt.IsZero() && p.wal.log.Failing() {
+		// Acknowledged, it would be only in memory; maintainWAL probes the
+		// log until it can be written again.
+		return p.wal.log.Refuse(nil)
 	}
 	req, err := p.splitRequest(td)
 	if err != nil {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"os"
+	"path/filepath"
+	"slices"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -25,6 +28,7 @@ import (
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/metadata"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/names"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/outliers"
+	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/pipelineof"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/rare"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/recall"
@@ -119,6 +123,10 @@ type shard struct {
 // wallClock is read once, at construction (tests step it).
 var wallClock = time.Now
 
+// validating: the process is `otelcol-cost validate`, which builds the
+// pipelines and starts nothing (the collector has no other way to say so).
+var validating = slices.Contains(os.Args[1:], "validate")
+
 func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Traces) (*budgetTailSampler, error) {
 	tel, err := metadata.NewTelemetry(set.TelemetrySettings)
 	if err != nil {
@@ -173,18 +181,25 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 	p.reliefMeasured = p.now()
 	base := livepolicy.Base{Budget: cfg.Budget, MinShare: cfg.Baseline.MinShare, Keys: cfg.Baseline.Keys, Rules: cfg.Rules,
 		Rare: cfg.Rare, Relief: cfg.StressRelief, DecisionWait: cfg.DecisionWait, Telemetry: set.TelemetrySettings}
+	pipeline, _ := pipelineof.Of(set.Logger)
+	instanceDir := durable.InstanceDir(cfg.Durable.Directory, set.ID.String(), pipeline)
 	if cfg.PolicyFile.Path != "" {
 		p.live = livepolicy.New(cfg.PolicyFile, base)
-		pol, err := p.live.Load()
+		if cfg.Durable.Enabled && !validating {
+			p.live.KeepIn(filepath.Join(instanceDir, "policy-applied.yaml"))
+		}
+		// A bad file fails validate; a start runs on the last policy applied.
+		pol, ok, err := p.live.Start(set.Logger, validating)
 		if err != nil {
 			return nil, err
+		} else if ok {
+			p.applyLive(pol)
+			p.adj.RetuneNow(pol.Retune)
+			settings.RareInterval = pol.RareInterval // the shadow's
 		}
-		p.applyLive(pol)
-		p.adj.RetuneNow(pol.Retune)
-		settings.RareInterval = pol.RareInterval // the shadow's
 	}
 	if cfg.PolicyFile.ShadowPath != "" {
-		if p.shadow, err = shadow.New(settings, p.adj.Rules(), livepolicy.NewShadow(cfg.PolicyFile, base), n); err != nil {
+		if p.shadow, err = shadow.New(settings, p.adj.Rules(), livepolicy.NewShadow(cfg.PolicyFile, base), n, set.Logger, validating); err != nil {
 			return nil, err
 		}
 	}
@@ -197,8 +212,8 @@ func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Tra
 			volumes:  policy.NewVolumes(rs.Len()),
 		})
 	}
-	if cfg.Durable.Enabled {
-		if p.wal, err = p.openWAL(cfg, set, tel); err != nil {
+	if cfg.Durable.Enabled && !validating { // validate opens no log: it may run beside the collector
+		if p.wal, err = p.openWAL(cfg, set.ID.String(), pipeline, tel); err != nil {
 			return nil, err
 		}
 	}

@@ -3,6 +3,7 @@ package budgettailsamplingprocessor
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // changed (a new slot) and another rule took its place in the order.
 func TestReloadRulesWhileTracesAreBufferedSplitsNothing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
-	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o600)) }
+	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(withBudget(s)), 0o600)) }
 	write(`version: v1
 rules:
   - name: health
@@ -120,13 +121,13 @@ rules:
 // are booked under the new keys, with the buffer kept.
 func TestReloadBaselineKeys(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
-	require.NoError(t, os.WriteFile(path, []byte("version: v1\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(withBudget("version: v1\n")), 0o600))
 	cfg := testConfig()
 	cfg.PolicyFile.Path = path
 	ts := newTestSampler(t, cfg)
 	before := traceIDWithRandomness(1, 0.5)
 	ts.send(spanWith("web", before, 1, 0, ts.now, time.Millisecond, map[string]string{"http.route": "/cart"}))
-	require.NoError(t, os.WriteFile(path, []byte("version: v2\nbaseline:\n  keys: [service.name, http.route]\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(withBudget("version: v2\nbaseline:\n  keys: [service.name, http.route]\n")), 0o600))
 	ts.p.checkPolicy()
 	after := traceIDWithRandomness(2, 0.5)
 	ts.send(spanWith("web", after, 1, 0, ts.now, time.Millisecond, map[string]string{"http.route": "/cart"}))
@@ -146,7 +147,7 @@ func TestReloadRulesUnderConcurrentIntake(t *testing.T) {
 		"version: b\nbaseline:\n  keys: [service.name, span.name]\nrules:\n  - name: svc\n    conditions: ['resource.attributes[\"service.name\"] == \"svc-001\"']\n    action: sample\n    probability: 0.5\n  - name: orders\n    conditions: ['IsMatch(name, \"^SELECT\")']\n    action: keep\n",
 		"version: c\nrules: []\n",
 	}
-	require.NoError(t, os.WriteFile(path, []byte(files[0]), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(withBudget(files[0])), 0o600))
 	cfg := testConfig()
 	cfg.DecisionWait = 50 * time.Millisecond
 	cfg.DecisionWaitAfterRoot = 20 * time.Millisecond
@@ -159,7 +160,7 @@ func TestReloadRulesUnderConcurrentIntake(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := 1; i <= 30; i++ {
-			assert.NoError(t, os.WriteFile(path, []byte(files[i%len(files)]), 0o600))
+			assert.NoError(t, os.WriteFile(path, []byte(withBudget(files[i%len(files)])), 0o600))
 			ts.p.checkPolicy()
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -179,7 +180,7 @@ func TestReloadRulesUnderConcurrentIntake(t *testing.T) {
 // running sampler: at start (before relief first measures) and on a change.
 func TestReloadRareIntervalAndReliefLevelsReachTheSampler(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
-	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o600)) }
+	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(withBudget(s)), 0o600)) }
 	write("stress_relief:\n  activation_level: 60\n  deactivation_level: 40\n")
 	cfg := testConfig()
 	cfg.Rare.Interval = time.Minute
@@ -197,4 +198,13 @@ func TestReloadRareIntervalAndReliefLevelsReachTheSampler(t *testing.T) {
 	ts.p.checkPolicy()
 	assert.Equal(t, 95.0, ts.p.relief.ActivationLevel(), "a bad file keeps the running levels")
 	assert.Equal(t, 5*time.Minute, ts.p.rare.Interval(), "and its rare interval")
+}
+
+// withBudget gives a policy file the budget's amount (testConfig's) when
+// it has none: a file must set it.
+func withBudget(content string) string {
+	if strings.Contains(content, "budget:") {
+		return content
+	}
+	return "budget:\n  spans_per_second: 1000\n" + content
 }

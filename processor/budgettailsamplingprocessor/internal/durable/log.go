@@ -168,6 +168,7 @@ type Log struct {
 	batches      sync.Pool
 	handed       *Holds[*Handed]
 	failures     atomic.Int64
+	refused      atomic.Int64
 	syncFailures atomic.Int64
 	// failing is set by a failed write or flush and cleared by the next
 	// good write (a request's, or Probe's).
@@ -321,6 +322,23 @@ func (l *Log) Probe() error {
 	b.AddSettled([16]byte{}, 0)
 	return l.Commit(l.Append(b))
 }
+
+// ErrUnwritable is the error a request is refused with while the log
+// cannot take it: not permanent, the sender tries again.
+var ErrUnwritable = errors.New("the durable log cannot be written (I/O error or full disk): request refused")
+
+// Refuse counts a request refused because the log could not take it, and
+// returns the error to refuse it with (ErrUnwritable, and cause if any).
+func (l *Log) Refuse(cause error) error {
+	l.refused.Add(1)
+	if cause == nil {
+		return ErrUnwritable
+	}
+	return fmt.Errorf("%w: %w", ErrUnwritable, cause)
+}
+
+// Refused counts the requests refused (Refuse).
+func (l *Log) Refused() int64 { return l.refused.Load() }
 
 // Failures counts the Commits that failed.
 func (l *Log) Failures() int64 { return l.failures.Load() }

@@ -12,6 +12,7 @@ package livepolicy // import "github.com/otelcol-cost/otelcol-cost/processor/bud
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -135,7 +136,14 @@ type Watcher struct {
 	// rules are the rules last returned, which the next follow.
 	rules  *rules.Set
 	shadow bool
+	// keep is where the content last applied is kept ("" : nowhere), for a
+	// start on a file that cannot be applied.
+	keep string
 }
+
+// KeepIn keeps every content applied in path (written whole, then renamed
+// over the last), for Start to fall back on.
+func (w *Watcher) KeepIn(path string) { w.keep = path }
 
 // New watches cfg.Path over base.
 func New(cfg Config, base Base) *Watcher {
@@ -154,6 +162,48 @@ func (w *Watcher) Load() (Policy, error) {
 	return pol, err
 }
 
+// Start reads the file at start. With strict (otelcol validate, so that
+// CI catches a bad file) a file that cannot be applied is an error, naming
+// the field. Otherwise a sampler must not stop on it (a restart, a
+// rescheduled pod would crash-loop): the error is logged, the file counts
+// as rejected (the metric and its alert), and the policy returned is the
+// last one applied (KeepIn); ok false: none was kept, the configuration's
+// runs. The file is applied once it changes.
+func (w *Watcher) Start(logger *zap.Logger, strict bool) (pol Policy, ok bool, err error) {
+	pol, err = w.Load()
+	if err == nil || strict {
+		return pol, err == nil, err
+	}
+	which, fallback := w.which(), "the configuration's policy"
+	kept, rerr := os.ReadFile(w.keep)
+	if w.keep != "" && rerr == nil {
+		if pol, rerr = w.parse(kept); rerr == nil {
+			fallback, ok = "the last policy applied, kept in "+w.keep, true
+		}
+	}
+	logger.Error("policy file rejected at start: the sampler starts on "+fallback, zap.String("policy", which), zap.Error(err))
+	return pol, ok, nil
+}
+
+func (w *Watcher) which() string {
+	if w.shadow {
+		return "shadow"
+	}
+	return "live"
+}
+
+// save keeps data, just applied (KeepIn).
+func (w *Watcher) save(data []byte) error {
+	if w.keep == "" {
+		return nil
+	}
+	tmp := w.keep + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, w.keep)
+}
+
 // Check reads the file. changed is true when the content differs from
 // the last read; then err says why it cannot be applied (the running
 // policy stays), or pol is the new policy. An unchanged file, valid or
@@ -163,6 +213,9 @@ func (w *Watcher) Check() (pol Policy, changed bool, err error) {
 		var perr error
 		if pol, perr = w.parse(data); perr == nil && pol.Version == "" {
 			pol.Version = hash
+		}
+		if perr == nil {
+			perr = w.save(data)
 		}
 		return pol.Version, perr
 	})
@@ -179,10 +232,7 @@ func (w *Watcher) Poll(logger *zap.Logger, apply func(Policy)) {
 	if w == nil {
 		return
 	}
-	which := "live"
-	if w.shadow {
-		which = "shadow"
-	}
+	which := w.which()
 	switch pol, changed, err := w.Check(); {
 	case err != nil:
 		logger.Error("policy file rejected: the running policy stays", zap.String("policy", which), zap.Error(err))
@@ -209,9 +259,12 @@ func (w *Watcher) parse(data []byte) (Policy, error) {
 			*dst = *src
 		}
 	}
-	if f.Budget.SpansPerSecond != nil || f.Budget.BytesPerSecond != nil || f.Budget.MonthlyCost != nil {
-		b.SpansPerSecond, b.BytesPerSecond, b.MonthlyCost = 0, 0, 0
+	if f.Budget.SpansPerSecond == nil && f.Budget.BytesPerSecond == nil && f.Budget.MonthlyCost == nil {
+		// A budget is money: a file that leaves it out would put the
+		// configuration's back without anyone asking for it.
+		return Policy{}, fmt.Errorf("policy file %s: budget: must set the budget's amount (budget.%s), as the configuration does", w.cfg.Path, kindOf(w.base.Budget))
 	}
+	b.SpansPerSecond, b.BytesPerSecond, b.MonthlyCost = 0, 0, 0
 	set(&b.SpansPerSecond, f.Budget.SpansPerSecond)
 	set(&b.BytesPerSecond, f.Budget.BytesPerSecond)
 	set(&b.MonthlyCost, f.Budget.MonthlyCost)

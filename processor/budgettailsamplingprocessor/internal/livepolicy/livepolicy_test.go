@@ -11,6 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelcol-cost/otelcol-cost/internal/pricing"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/policy"
@@ -64,14 +67,16 @@ func TestReloadInvalidFileNamesTheField(t *testing.T) {
 	for _, c := range []struct{ content, want string }{
 		{"budget:\n  spans_per_second: -5\n", "budget.spans_per_second"},
 		{"budget:\n  spans_per_second: 5\n  bytes_per_second: 7\n", "exactly one of"},
-		{"budget:\n  max_priority_share: 1.5\n", "budget.max_priority_share"},
-		{"baseline:\n  min_share: 1\n", "baseline.min_share"},
+		{"budget:\n  spans_per_second: 5\n  max_priority_share: 1.5\n", "budget.max_priority_share"},
+		{"version: no-budget\n", "budget: must set the budget's amount (budget.spans_per_second)"},
+		{"budget:\n  max_priority_share: 0.5\n", "budget's amount"},
+		{"budget:\n  spans_per_second: 1000\nbaseline:\n  min_share: 1\n", "baseline.min_share"},
 		{"budget:\n  spans_per_secnd: 5\n", "spans_per_secnd"},
 		{"budget:\n  monthly_cost: 100\n", "not its kind"},
 		{"budget: [1, 2\n", "not YAML"},
-		{"rules:\n  - name: x\n    conditions: ['attributes[\"a\" == 1']\n    action: keep\n", `rules[0] ("x").conditions[0]`},
-		{"rules:\n  - name: x\n    conditions: ['name == \"a\"']\n    action: maybe\n", `rules[0] ("x").action`},
-		{"baseline:\n  keys: [\"\"]\n", "baseline.keys[0]"},
+		{"budget:\n  spans_per_second: 1000\nrules:\n  - name: x\n    conditions: ['attributes[\"a\" == 1']\n    action: keep\n", `rules[0] ("x").conditions[0]`},
+		{"budget:\n  spans_per_second: 1000\nrules:\n  - name: x\n    conditions: ['name == \"a\"']\n    action: maybe\n", `rules[0] ("x").action`},
+		{"budget:\n  spans_per_second: 1000\nbaseline:\n  keys: [\"\"]\n", "baseline.keys[0]"},
 	} {
 		write(c.content)
 		_, changed, err := w.Check()
@@ -114,7 +119,7 @@ func TestReloadFileGoneIsReportedOnce(t *testing.T) {
 
 func TestReloadStatusFollowsTheFile(t *testing.T) {
 	w, write := watcher(t, policy.BudgetConfig{SpansPerSecond: 1000})
-	write("version: v1\n")
+	write("budget:\n  spans_per_second: 1000\nversion: v1\n")
 	_, err := w.Load()
 	require.NoError(t, err)
 	write("budget:\n  spans_per_second: -1\n")
@@ -122,7 +127,7 @@ func TestReloadStatusFollowsTheFile(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, w.Rejected())
 	assert.Equal(t, "v1", w.Version(), "the running policy's")
-	write("version: v2\n")
+	write("budget:\n  spans_per_second: 1000\nversion: v2\n")
 	_, _, err = w.Check()
 	require.NoError(t, err)
 	assert.False(t, w.Rejected())
@@ -148,7 +153,7 @@ func TestReloadRulesKeepTheirSlots(t *testing.T) {
 		Rules: []rules.Config{{Name: "health", Conditions: []string{`name == "/health"`}, Action: "drop"}},
 		Keys:  []string{"service.name"}, Telemetry: componenttest.NewNopTelemetrySettings()}
 	w := New(Config{Path: path, CheckInterval: time.Second}, base)
-	write("version: v1\n")
+	write("budget:\n  spans_per_second: 1000\nversion: v1\n")
 	pol, err := w.Load()
 	require.NoError(t, err)
 	active, slots := ruleNames(pol.Rules)
@@ -156,7 +161,9 @@ func TestReloadRulesKeepTheirSlots(t *testing.T) {
 	assert.Equal(t, []string{"health"}, slots)
 	assert.Len(t, pol.Keys, 1)
 
-	write(`rules:
+	write(`budget:
+  spans_per_second: 1000
+rules:
   - name: vip
     conditions: ['resource.attributes["tier"] == "gold"']
     action: keep
@@ -175,7 +182,7 @@ baseline:
 	assert.Equal(t, []int{1, 0}, pol.Rules.Order())
 	assert.Len(t, pol.Keys, 2)
 
-	write("rules:\n  - name: health\n    conditions: ['name == \"/health\"']\n    action: keep\n")
+	write("budget:\n  spans_per_second: 1000\nrules:\n  - name: health\n    conditions: ['name == \"/health\"']\n    action: keep\n")
 	pol, _, err = w.Check()
 	require.NoError(t, err)
 	active, slots = ruleNames(pol.Rules)
@@ -188,7 +195,7 @@ baseline:
 	// Slots are never reused: past 64 names in a sampler's life the file
 	// is refused, naming the way out.
 	var many strings.Builder
-	many.WriteString("rules:\n")
+	many.WriteString("budget:\n  spans_per_second: 1000\nrules:\n")
 	for i := range 62 {
 		fmt.Fprintf(&many, "  - name: r%d\n    conditions: ['name == \"x\"']\n    action: drop\n", i)
 	}
@@ -200,7 +207,7 @@ baseline:
 
 func TestReloadShadowFileRunsTheLiveRules(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shadow.yaml")
-	require.NoError(t, os.WriteFile(path, []byte("rules: []\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte("budget:\n  spans_per_second: 1000\nrules: []\n"), 0o600))
 	w := NewShadow(Config{ShadowPath: path, CheckInterval: time.Second}, Base{Budget: policy.BudgetConfig{SpansPerSecond: 1000,
 		MaxPriorityShare: 0.8, Instances: 1, Pricing: pricing.DefaultConfig()}})
 	_, err := w.Load()
@@ -218,13 +225,13 @@ func TestReloadRareIntervalAndReliefLevels(t *testing.T) {
 		Rare: rare.Config{Interval: time.Minute}, Relief: relief.Config{Mode: relief.ModeMonitor, ActivationLevel: 90, DeactivationLevel: 75},
 		DecisionWait: 15 * time.Second}
 	w := New(Config{Path: path, CheckInterval: time.Second}, base)
-	write("version: v1\n")
+	write("budget:\n  spans_per_second: 1000\nversion: v1\n")
 	pol, err := w.Load()
 	require.NoError(t, err)
 	assert.Equal(t, time.Minute, pol.RareInterval, "the configuration's")
 	assert.Equal(t, [2]float64{90, 75}, pol.ReliefLevels)
 
-	write("rare:\n  interval: 5m\nstress_relief:\n  activation_level: 70\n  deactivation_level: 50\n")
+	write("budget:\n  spans_per_second: 1000\nrare:\n  interval: 5m\nstress_relief:\n  activation_level: 70\n  deactivation_level: 50\n")
 	pol, changed, err := w.Check()
 	require.NoError(t, err)
 	require.True(t, changed)
@@ -238,7 +245,7 @@ func TestReloadRareIntervalAndReliefLevels(t *testing.T) {
 		"stress_relief:\n  activation_level: 150\n":           "stress_relief.activation_level",
 		"stress_relief:\n  minimum_activation_duration: 1s\n": "minimum_activation_duration",
 	} {
-		write(content)
+		write("budget:\n  spans_per_second: 1000\n" + content)
 		_, _, err := w.Check()
 		require.Error(t, err, content)
 		assert.Contains(t, err.Error(), want, content)
@@ -246,8 +253,54 @@ func TestReloadRareIntervalAndReliefLevels(t *testing.T) {
 	off := base
 	off.Rare.Interval = 0
 	w = New(Config{Path: path, CheckInterval: time.Second}, off)
-	write("rare:\n  interval: 1m\n")
+	write("budget:\n  spans_per_second: 1000\nrare:\n  interval: 1m\n")
 	_, err = w.Load()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the configuration has rare off")
+}
+
+// A file that cannot be applied fails start only when strict (otelcol
+// validate); otherwise the sampler starts on the last policy applied (kept
+// by an earlier run), or on the configuration's when none was kept, the
+// file counted rejected and the error logged naming the field; once the
+// file is fixed, it applies.
+func TestPolicyFileRejectedAtStartDoesNotStopTheSampler(t *testing.T) {
+	dir := t.TempDir()
+	path, keep := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "kept", "policy-applied.yaml")
+	require.NoError(t, os.MkdirAll(filepath.Dir(keep), 0o700))
+	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o600)) }
+	base := Base{Budget: policy.BudgetConfig{SpansPerSecond: 1000, MaxPriorityShare: 0.8, Instances: 1, Pricing: pricing.DefaultConfig()}}
+	start := func(strict bool) (*Watcher, Policy, bool, error, *observer.ObservedLogs) {
+		w := New(Config{Path: path, CheckInterval: time.Second}, base)
+		w.KeepIn(keep)
+		core, logs := observer.New(zapcore.InfoLevel)
+		pol, ok, err := w.Start(zap.New(core), strict)
+		return w, pol, ok, err, logs
+	}
+
+	write("budget:\n  spans_per_second: -3\n")
+	_, _, _, err, _ := start(true)
+	require.Error(t, err, "strict: validate fails on the file")
+	assert.Contains(t, err.Error(), "budget.spans_per_second")
+	w, _, ok, err, logs := start(false)
+	require.NoError(t, err, "a start does not stop")
+	assert.False(t, ok, "nothing kept: the configuration's policy")
+	assert.True(t, w.Rejected())
+	require.Equal(t, 1, logs.Len())
+	assert.Contains(t, logs.All()[0].ContextMap()["error"], "budget.spans_per_second")
+
+	write("version: good\nbudget:\n  spans_per_second: 300\n")
+	pol, changed, err := w.Check()
+	require.NoError(t, err)
+	require.True(t, changed, "fixed: applied")
+	assert.InDelta(t, 300, pol.Retune.PerSecond, 1e-9)
+
+	write("budget:\n  spans_per_second: 300\n  bytes_per_second: 5\n")
+	w, pol, ok, err, logs = start(false)
+	require.NoError(t, err)
+	require.True(t, ok, "the last policy applied, kept")
+	assert.Equal(t, "good", pol.Version)
+	assert.InDelta(t, 300, pol.Retune.PerSecond, 1e-9)
+	assert.True(t, w.Rejected())
+	assert.Contains(t, logs.All()[0].Message, "the last policy applied")
 }

@@ -71,8 +71,10 @@ type Tally struct {
 
 // New runs the candidate of file (read at once: an error fails the start)
 // with the live configuration's settings s, over stripes shards.
-func New(s policy.Settings, rs *rules.Set, file *livepolicy.Watcher, stripes int) (*Shadow, error) {
-	pol, err := file.Load()
+func New(s policy.Settings, rs *rules.Set, file *livepolicy.Watcher, stripes int, logger *zap.Logger, strict bool) (*Shadow, error) {
+	// A file that cannot be applied fails validate (strict), not a start:
+	// the shadow runs the configuration's policy until the file changes.
+	pol, ok, err := file.Start(logger, strict)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +86,9 @@ func New(s policy.Settings, rs *rules.Set, file *livepolicy.Watcher, stripes int
 	if s.RareInterval > 0 {
 		sh.cover = rare.New(s.RareInterval, s.MaxKeys)
 	}
-	sh.adj.RetuneNow(pol.Retune)
+	if ok {
+		sh.adj.RetuneNow(pol.Retune)
+	}
 	return sh, nil
 }
 

@@ -30,7 +30,7 @@ func newShadow(t *testing.T, content string, rareInterval time.Duration, stripes
 	rs, err := rules.Compile(nil, component.TelemetrySettings{Logger: zap.NewNop()})
 	require.NoError(t, err)
 	s := policy.Settings{Budget: budget, AdjustInterval: 2 * time.Second, Smoothing: 0.7, MaxKeys: 100, MinBaselineShare: 0.2, RareInterval: rareInterval}
-	sh, err := New(s, rs, livepolicy.NewShadow(livepolicy.Config{ShadowPath: path, CheckInterval: time.Second}, livepolicy.Base{Budget: budget, MinShare: 0.2}), stripes)
+	sh, err := New(s, rs, livepolicy.NewShadow(livepolicy.Config{ShadowPath: path, CheckInterval: time.Second}, livepolicy.Base{Budget: budget, MinShare: 0.2}), stripes, zap.NewNop(), true)
 	require.NoError(t, err)
 	return sh, path
 }
