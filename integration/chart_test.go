@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -520,6 +521,7 @@ func TestChartGivesTheSamplersADurableStateVolume(t *testing.T) {
 		{"default", nil, true, false, true},
 		{"persistent volume", []string{"--set", "sampler.durable.persistentVolume.enabled=true", "--set", "sampler.durable.persistentVolume.storageClassName=fast"}, true, true, false},
 		{"off", []string{"--set", "sampler.durable.enabled=false"}, false, false, false},
+		{"sync always", []string{"--set", "sampler.durable.sync=always"}, true, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := renderChart(t, append([]string{"--set", "backend.endpoint=tempo:4317"}, tc.args...))
@@ -562,7 +564,10 @@ func TestChartGivesTheSamplersADurableStateVolume(t *testing.T) {
 			}
 			require.NotEmpty(t, mounted, "the state volume is mounted")
 			assert.Equal(t, true, durable["enabled"])
-			assert.Equal(t, "interval", durable["sync"])
+			always := slices.Contains(tc.args, "sampler.durable.sync=always")
+			assert.Equal(t, map[bool]string{false: "interval", true: "always"}[always], durable["sync"])
+			assert.Equal(t, always, cfg.Extensions["file_storage/queue"]["fsync"],
+				"with the log flushed before each acknowledgement, the queued copy is flushed too")
 			assert.True(t, strings.HasPrefix(fmt.Sprint(durable["directory"]), mounted+"/"), "the log on the volume")
 			assert.Equal(t, "file_storage/queue", queue["storage"], "the backend queue persistent")
 			assert.Equal(t, "bytes", queue["sizer"], "and bounded in bytes")

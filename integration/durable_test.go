@@ -190,64 +190,6 @@ func TestDurableUnwritableDirectoryFailsAtStart(t *testing.T) {
 	})
 }
 
-// TestDurableFullDiskLosesNothing: the log's directory is a 1 MiB tmpfs
-// that the traffic fills. The sampler does not crash; the requests whose
-// fragments cannot be written have their traces decided at once, before
-// they are acknowledged, so every acknowledged span still reaches the
-// backend, and the failures are counted. What is decided at shutdown may
-// still sit in the exporter's persistent queue when the process ends (a
-// graceful stop does not drain it); it is sent by the next process on the
-// same volume, so the test restarts once before counting.
-func TestDurableFullDiskLosesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end")
-	}
-	small := mountTmpfs(t, "size=1m")
-	overlay := filepath.Join(t.TempDir(), "small-disk.yaml")
-	require.NoError(t, os.WriteFile(overlay, []byte("processors:\n  budget_tail_sampling:\n    durable:\n      directory: "+small+"\n      segment_bytes: 65536\n"), 0o600))
-	sink := startSink(t)
-	env := map[string]string{
-		"OTLP_BACKEND_ENDPOINT":    sink.Addr,
-		"BUDGET_SPANS_PER_SECOND":  "1000000",
-		"DECISION_WAIT":            "30s",
-		"DECISION_WAIT_AFTER_ROOT": "30s",
-		"OTELCOL_COST_DATA_DIR":    t.TempDir(),
-	}
-	c := startCollector(t, env, configPath("sampler.yaml"), overlay)
-	const traces = 6000 // ~1.5 MiB of log: more than the disk
-	for lo := 0; lo < traces; lo += 500 {
-		sendFragments(t, c, lo, lo+500, 1, strings.Repeat("padded-service-name-", 4))
-	}
-	failures, _ := metricValue(c.metrics(), "otelcol_processor_budget_tail_sampling_durable_write_failures_total", nil)
-	require.Positive(t, failures, "the disk filled")
-	// The rest is decided at shutdown (the waits are long).
-	c.stop()
-	waitQuiet(t, []*otlpSink{sink}, 2*time.Second)
-	atStop := sink.spanCount()
-	// The next process sends what the exporter's queue still held.
-	next := startCollector(t, env, configPath("sampler.yaml"), overlay)
-	eventually(t, 30*time.Second, func() bool { return sink.spanCount() >= traces }, "every acknowledged span at the backend")
-	waitQuiet(t, []*otlpSink{sink}, 2*time.Second)
-	replayed, _ := metricValue(next.metrics(), "otelcol_processor_budget_tail_sampling_durable_replayed_spans_total", nil)
-	assert.Zero(t, replayed, "a graceful stop leaves no log to replay: every trace was decided and forwarded")
-	next.stop()
-	waitQuiet(t, []*otlpSink{sink}, time.Second)
-	missing, duplicated := 0, 0
-	for n := range traces {
-		tid := crashTraceID(n)
-		switch got := len(sink.trace(tid)); {
-		case got == 0:
-			missing++
-		case got > 1:
-			duplicated += got - 1
-		}
-	}
-	t.Logf("%.0f requests could not be written; %d spans at the backend at the stop, %d after the restart (%.0f replayed)",
-		failures, atStop, sink.spanCount(), replayed)
-	assert.Zero(t, missing, "every acknowledged span at the backend")
-	assert.Zero(t, duplicated, "once")
-}
-
 // mountTmpfs mounts a tmpfs with options (a small or read-only disk) in a
 // directory of the test's, unmounted when it ends; it skips without root.
 func mountTmpfs(t *testing.T, options string) string {

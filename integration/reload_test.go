@@ -2,7 +2,9 @@ package integration
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -269,20 +271,58 @@ func TestE2EPolicyReloadThroughSIGHUP(t *testing.T) {
 		fmt.Sprintf("%+.1f%% → %+.1f%% → %+.1f%%, %d cut", 100*beforeErr, 100*afterErr, 100*ruleErr, len(o.incomplete)))
 }
 
-// TestPolicyReloadInvalidFileAtStartFailsNamingTheField: at start there is
-// no running policy to keep, so a bad or missing file fails the start.
-func TestPolicyReloadInvalidFileAtStartFailsNamingTheField(t *testing.T) {
+// TestPolicyFileRejectedAtStartStartsAndServes: `otelcol-cost validate`
+// fails on a policy file that cannot be applied, naming the field (CI
+// catches it), but a start does not stop on it (a restart or rescheduled
+// pod crash-looped): the sampler starts on the last policy it applied,
+// kept beside its log, says so in policy_file_rejected and its log, and
+// keeps serving. Without a kept policy, the configuration's runs.
+func TestPolicyFileRejectedAtStartStartsAndServes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
 	dir := t.TempDir()
-	bad := filepath.Join(dir, "policy.yaml")
-	writePolicy(t, bad, "budget:\n  spans_per_second: 100\n  max_priority_share: 2\n")
-	for path, want := range map[string]string{bad: "budget.max_priority_share", filepath.Join(dir, "missing.yaml"): "policy_file.path"} {
-		_, err := launchCollector(t, newEndpoints(t), map[string]string{"POLICY_FILE": path}, configPath("tail.yaml"))
-		require.Error(t, err, "the collector must not start")
-		assert.Contains(t, err.Error(), want)
+	path := filepath.Join(dir, "policy.yaml")
+	env := map[string]string{"POLICY_FILE": path, "OTELCOL_COST_DATA_DIR": filepath.Join(dir, "data"),
+		"BUDGET_SPANS_PER_SECOND": "500", "DECISION_WAIT": "2s", "DECISION_WAIT_AFTER_ROOT": "1s"}
+	writePolicy(t, path, "budget:\n  spans_per_second: 100\n  max_priority_share: 2\n")
+	validate := exec.Command(binary, "validate", "--config", configPath("tail.yaml"))
+	validate.Dir = repoRoot()
+	validate.Env = append(os.Environ(), "POLICY_FILE="+path)
+	out, err := validate.CombinedOutput()
+	require.Error(t, err, "validate fails on the file:\n%s", out)
+	assert.Contains(t, string(out), "budget.max_priority_share")
+
+	budgetOf := func(c *collector) float64 {
+		b, _ := metricValue(c.metrics(), "otelcol_processor_budget_tail_sampling_budget_per_second", nil)
+		return b
 	}
+	rejected := func(c *collector) float64 {
+		r, _ := metricValue(c.metrics(), "otelcol_processor_budget_tail_sampling_policy_file_rejected", nil)
+		return r
+	}
+	// No policy kept yet: the configuration's budget runs.
+	first := startCollector(t, env, configPath("tail.yaml"))
+	assert.Equal(t, 1.0, rejected(first))
+	assert.InDelta(t, 500, budgetOf(first), 1e-6, "the configuration's budget")
+	assert.Contains(t, first.out.String(), "budget.max_priority_share", "the log names the field")
+	// Fixed: applied while it runs, and kept.
+	writePolicy(t, path, "version: v1\nbudget:\n  spans_per_second: 300\n")
+	eventually(t, 20*time.Second, func() bool { return rejected(first) == 0 && math.Abs(budgetOf(first)-300) < 1e-6 }, "v1 applied")
+	first.stop()
+
+	writePolicy(t, path, "version: v2\nbudget:\n  spans_per_second: 300\n  bytes_per_second: 5\n")
+	second := startCollector(t, env, configPath("tail.yaml"))
+	assert.Equal(t, 1.0, rejected(second), "rejected: the alert fires")
+	assert.InDelta(t, 300, budgetOf(second), 1e-6, "the last policy applied")
+	_, v1 := metricValue(second.metrics(), "otelcol_processor_budget_tail_sampling_policy_version", map[string]string{"version": "v1"})
+	assert.True(t, v1, "v1 runs")
+	assert.Contains(t, second.out.String(), "exactly one of")
+	// It serves: traces are decided and kept.
+	second.DataDir = env["OTELCOL_COST_DATA_DIR"]
+	sendFragments(t, second, 0, 20, 0, "frontend")
+	eventually(t, 30*time.Second, func() bool { return spanCount(second.keptTraces()) > 0 }, "traces kept")
+	second.stop()
 }
 
 // TestE2EShadowForecastThenPromote: three samplers run the live budget

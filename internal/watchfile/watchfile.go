@@ -90,6 +90,11 @@ func (w *Watcher) Check(apply Apply) (changed bool, err error) {
 	return true, nil
 }
 
+// Running records the version that runs when it did not come from the
+// file (a content kept from an earlier run, the file's current one
+// rejected).
+func (w *Watcher) Running(version string) { w.version.Store(&version) }
+
 // Version is the version of the last content applied ("" before).
 func (w *Watcher) Version() string {
 	if v := w.version.Load(); v != nil {

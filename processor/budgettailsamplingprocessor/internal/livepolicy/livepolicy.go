@@ -10,6 +10,8 @@
 package livepolicy // import "github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/livepolicy"
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -179,6 +181,11 @@ func (w *Watcher) Start(logger *zap.Logger, strict bool) (pol Policy, ok bool, e
 	if w.keep != "" && rerr == nil {
 		if pol, rerr = w.parse(kept); rerr == nil {
 			fallback, ok = "the last policy applied, kept in "+w.keep, true
+			if pol.Version == "" {
+				sum := sha256.Sum256(kept)
+				pol.Version = hex.EncodeToString(sum[:6])
+			}
+			w.Running(pol.Version)
 		}
 	}
 	logger.Error("policy file rejected at start: the sampler starts on "+fallback, zap.String("policy", which), zap.Error(err))

@@ -300,6 +300,7 @@ func TestPolicyFileRejectedAtStartDoesNotStopTheSampler(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok, "the last policy applied, kept")
 	assert.Equal(t, "good", pol.Version)
+	assert.Equal(t, "good", w.Version(), "the version running, for policy_version")
 	assert.InDelta(t, 300, pol.Retune.PerSecond, 1e-9)
 	assert.True(t, w.Rejected())
 	assert.Contains(t, logs.All()[0].Message, "the last policy applied")
