@@ -293,13 +293,18 @@ func TestE2ESamplerKilledDurable(t *testing.T) {
 		name    string
 		durable bool
 		kills   int
+		sync    string
 	}{
-		{"sampler killed, restarted", false, 1},
-		{"sampler killed, durable", true, 1},
-		{"killed 5 times, durable", true, 5},
+		{"sampler killed, restarted", false, 1, "interval"},
+		{"sampler killed, durable", true, 1, "interval"},
+		{"killed 5 times, durable", true, 5, "interval"},
+		// Every acknowledgement flushed to the device, the backend queue's
+		// copy first (QUEUE_FSYNC, as the chart sets it).
+		{"sampler killed 5×, sync always", true, 5, "always"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := map[string]string{"DURABLE_ENABLED": fmt.Sprint(tc.durable)}
+			env := map[string]string{"DURABLE_ENABLED": fmt.Sprint(tc.durable), "DURABLE_SYNC": tc.sync,
+				"QUEUE_FSYNC": fmt.Sprint(tc.sync == "always")}
 			var configs []string
 			if !tc.durable {
 				overlay := filepath.Join(t.TempDir(), "memory-queue.yaml")

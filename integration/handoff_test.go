@@ -105,6 +105,7 @@ type netnsTier struct {
 	gateway  *collector
 	live     []string // sampler addresses in the Service, in order
 	samplers map[string]*collector
+	envs     map[string]map[string]string
 	sinks    map[string]*otlpSink
 	next     int
 	start    time.Time
@@ -124,7 +125,7 @@ func ringOf(addrs []string) *ring.Ring {
 }
 
 func newNetnsTier(t *testing.T, hosts string, handoff bool, n int) *netnsTier {
-	nt := &netnsTier{t: t, hosts: hosts, handoff: handoff, samplers: map[string]*collector{}, sinks: map[string]*otlpSink{}, next: 2}
+	nt := &netnsTier{t: t, hosts: hosts, handoff: handoff, samplers: map[string]*collector{}, envs: map[string]map[string]string{}, sinks: map[string]*otlpSink{}, next: 2}
 	nt.publish() // a fresh Service: nothing left from the scenario before
 	var addrs []string
 	for range n {
@@ -154,11 +155,22 @@ func (nt *netnsTier) startSampler() string {
 		"DECISION_WAIT_AFTER_ROOT": "6s",
 		"ADJUST_INTERVAL":          "2s",
 		"LOG_LEVEL":                "warn",
+		// Its volume: a restart on the same address finds its log.
+		"OTELCOL_COST_DATA_DIR": nt.t.TempDir(),
 	}
 	ep := endpoints{GRPC: addr + ":4317", HTTP: addr + ":4318", Health: addr + ":13133", MetricsPort: 8888, MetricsHost: addr}
 	nt.samplers[addr] = startCollectorAt(nt.t, ep, env, configPath("sampler.yaml"))
+	nt.envs[addr] = env
 	nt.sinks[addr] = sink
 	return addr
+}
+
+// restart SIGKILLs the sampler at addr and starts it again at once on the
+// same address and volume (an OOM kill, a crashed container).
+func (nt *netnsTier) restart(addr string) {
+	old := nt.samplers[addr]
+	old.kill()
+	nt.samplers[addr] = startCollectorAt(nt.t, old.ep, nt.envs[addr], configPath("sampler.yaml"))
 }
 
 // publish sets the Service's endpoints. The file is rewritten in place:
@@ -207,24 +219,26 @@ type handoffScenario struct {
 	// change runs 6 s into the load; it returns the spans the scenario may
 	// lose (what a killed sampler held), or 0.
 	change func(nt *netnsTier) int
+	// handoffOnly: no comparison row without handoff.
+	handoffOnly bool
 }
 
 var handoffScenarios = []handoffScenario{
 	{"scale out 3→4", 3, 20 * time.Second, func(nt *netnsTier) int {
 		nt.publish(append(nt.live, nt.startSampler())...)
 		return 0
-	}},
+	}, false},
 	{"scale out 4→6", 4, 20 * time.Second, func(nt *netnsTier) int {
 		nt.publish(append(nt.live, nt.startSampler(), nt.startSampler())...)
 		return 0
-	}},
+	}, false},
 	{"scale in 4→3", 4, 22 * time.Second, func(nt *netnsTier) int {
 		leaving := nt.live[1]
 		nt.publish(nt.without(leaving)...)
 		time.Sleep(resolverLag)
 		nt.samplers[leaving].stop()
 		return 0
-	}},
+	}, false},
 	{"rolling restart (3)", 3, 46 * time.Second, func(nt *netnsTier) int {
 		for _, old := range append([]string(nil), nt.live...) {
 			// A new pod is ready and in the Service, the old one leaves it
@@ -237,7 +251,17 @@ var handoffScenarios = []handoffScenario{
 			time.Sleep(resolverLag)
 		}
 		return 0
-	}},
+	}, false},
+	// A sampler is SIGKILLed while the ring changes (its traces on their
+	// way to the new sampler, fragments proxied to their new owner) and
+	// restarts on its volume: its durable log replays what it had
+	// acknowledged, and nothing is lost or split.
+	{"killed in scale out 3→4", 3, 24 * time.Second, func(nt *netnsTier) int {
+		nt.publish(append(nt.live, nt.startSampler())...)
+		time.Sleep(2 * time.Second)
+		nt.restart(nt.live[1])
+		return 0
+	}, true},
 	{"sampler killed", 3, 20 * time.Second, func(nt *netnsTier) int {
 		victim := nt.live[2]
 		// What it holds: its buffer, and the spans it kept that have not
@@ -251,7 +275,7 @@ var handoffScenarios = []handoffScenario{
 		time.Sleep(time.Second) // the endpoint controller notices
 		nt.publish(nt.without(victim)...)
 		return held
-	}},
+	}, false},
 }
 
 func TestE2EHandoffInNetns(t *testing.T) {
@@ -268,6 +292,9 @@ func TestE2EHandoffInNetns(t *testing.T) {
 			continue
 		}
 		for _, on := range []bool{true, false} {
+			if !on && sc.handoffOnly {
+				continue
+			}
 			mode := map[bool]string{true: "handoff", false: "no handoff"}[on]
 			t.Run(sc.name+", "+mode, func(t *testing.T) {
 				nt := newNetnsTier(t, hosts, on, sc.samplers)
