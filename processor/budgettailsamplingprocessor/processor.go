@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
-	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/cmdline"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/durable"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/forward"
 	"github.com/otelcol-cost/otelcol-cost/processor/budgettailsamplingprocessor/internal/handoff"
@@ -123,9 +122,8 @@ type shard struct {
 // wallClock is read once, at construction (tests step it).
 var wallClock = time.Now
 
-// validating: the process is `otelcol-cost validate`, which builds the
-// pipelines and starts nothing (the collector has no other way to say so).
-var validating = slices.Contains(os.Args[1:], "validate")
+// validating: the process is `otelcol-cost validate` (tests set it).
+var validating = cmdline.Validating()
 
 func newBudgetTailSampler(set processor.Settings, cfg *Config, next consumer.Traces) (*budgetTailSampler, error) {
 	tel, err := metadata.NewTelemetry(set.TelemetrySettings)

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-cost/otelcol-cost/internal/cmdline"
 	"github.com/otelcol-cost/otelcol-cost/internal/watchfile"
 )
 
@@ -27,11 +28,21 @@ type BudgetsFileConfig struct {
 	CheckInterval time.Duration `mapstructure:"check_interval"`
 }
 
-// loadBudgets reads the budgets file (a missing or invalid file fails the
-// start, naming the field) and applies it.
+// validating: the process is `otelcol-cost validate` (tests set it).
+var validating = cmdline.Validating()
+
+// loadBudgets reads the budgets file and applies it. A missing or invalid
+// file fails `otelcol-cost validate`, naming the field, so that CI catches
+// it, but not a start (a restart or a rescheduled pod would crash-loop):
+// the configuration's budgets run, the file counts as rejected (the metric
+// and its alert) and the error is logged; the file applies once fixed.
 func (p *spanCost) loadBudgets() error {
 	p.budgetsFile = watchfile.New(p.cfg.BudgetsFile.Path, "budgets_file.path")
 	_, err := p.budgetsFile.Check(p.applyBudgets)
+	if err != nil && !validating {
+		p.logger.Error("budgets file rejected at start: the configuration's budgets run", zap.Error(err))
+		return nil
+	}
 	return err
 }
 

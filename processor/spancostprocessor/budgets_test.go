@@ -9,6 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelcol-cost/otelcol-cost/processor/spancostprocessor/internal/metadata"
 )
@@ -66,12 +69,25 @@ func TestReloadBudgetsFileInvalidAtStartNamesTheField(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte("services:\n  checkout: 10\nservice: {}\n"), 0o600))
+	defer func(v bool) { validating = v }(validating)
 	for path, want := range map[string]string{bad: "service", filepath.Join(dir, "missing.yaml"): "budgets_file.path"} {
 		cfg := createDefaultConfig()
 		cfg.BudgetsFile.Path = path
+		validating = true
 		_, err := newSpanCost(processortest.NewNopSettings(metadata.Type), cfg)
 		require.Error(t, err, path)
-		assert.Contains(t, err.Error(), want)
+		assert.Contains(t, err.Error(), want, "validate fails, naming the field")
+		// A start does not stop on it: the configuration's budgets run,
+		// the file is rejected, the log names the field.
+		validating = false
+		core, logs := observer.New(zapcore.InfoLevel)
+		set := processortest.NewNopSettings(metadata.Type)
+		set.Logger = zap.New(core)
+		sc, err := newSpanCost(set, cfg)
+		require.NoError(t, err, path)
+		assert.True(t, sc.budgetsFile.Rejected())
+		require.Equal(t, 1, logs.Len())
+		assert.Contains(t, logs.All()[0].ContextMap()["error"], want)
 	}
 	cfg := createDefaultConfig()
 	cfg.BudgetsFile = BudgetsFileConfig{Path: bad, CheckInterval: 0}
