@@ -109,7 +109,7 @@ func crashAndReplay(t *testing.T, durable bool) {
 
 	if durable {
 		// A write torn by the kill: garbage after the last whole record.
-		segs, err := filepath.Glob(filepath.Join(env["OTELCOL_COST_DATA_DIR"], "tail", "budget_tail_sampling", "wal-*.log"))
+		segs, err := filepath.Glob(filepath.Join(env["OTELCOL_COST_DATA_DIR"], "tail", "budget_tail_sampling__traces", "wal-*.log"))
 		require.NoError(t, err)
 		require.NotEmpty(t, segs, "the log is on disk")
 		f, err := os.OpenFile(segs[len(segs)-1], os.O_APPEND|os.O_WRONLY, 0)

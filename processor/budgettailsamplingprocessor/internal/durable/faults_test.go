@@ -199,20 +199,23 @@ func TestDurableWriteFaultsLoseNothingAcknowledged(t *testing.T) {
 		{"short write", func(fs *faultFiles) { fs.shortWrites = 1 }, 0},
 		{"short write, failed truncate", func(fs *faultFiles) { fs.shortWrites, fs.failTruncates = 1, 1 }, 1},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fs := &faultFiles{}
-			dir := t.TempDir()
-			l, err := openLog(t, dir, Options{Sync: SyncAlways, SegmentBytes: 1 << 20, files: fs})
-			require.NoError(t, err)
-			require.NoError(t, write(t, l, frag(1, 10, "before")))
-			tc.fault(fs)
-			require.ErrorIs(t, write(t, l, frag(2, 20, "refused")), syscall.EIO)
-			require.NoError(t, write(t, l, frag(3, 30, "after")))
-			got, st, _ := replayAll(t, dir, Options{})
-			assert.Equal(t, []string{"before", "after"}, names(got))
-			assert.Equal(t, tc.torn, st.TornTails)
-			assert.Zero(t, st.CorruptRecords)
-		})
+		// Segments of 1 byte: the failed write is also the one that rotates.
+		for _, segment := range []int64{1 << 20, 1} {
+			t.Run(fmt.Sprintf("%s, segments of %d bytes", tc.name, segment), func(t *testing.T) {
+				fs := &faultFiles{}
+				dir := t.TempDir()
+				l, err := openLog(t, dir, Options{Sync: SyncAlways, SegmentBytes: segment, files: fs})
+				require.NoError(t, err)
+				require.NoError(t, write(t, l, frag(1, 10, "before")))
+				tc.fault(fs)
+				require.ErrorIs(t, write(t, l, frag(2, 20, "refused")), syscall.EIO)
+				require.NoError(t, write(t, l, frag(3, 30, "after")))
+				got, st, _ := replayAll(t, dir, Options{})
+				assert.Equal(t, []string{"before", "after"}, names(got))
+				assert.Equal(t, tc.torn, st.TornTails)
+				assert.Zero(t, st.CorruptRecords, "nothing written after torn bytes")
+			})
+		}
 	}
 }
 

@@ -565,9 +565,6 @@ func (l *Log) writeLocked() {
 	if err == nil {
 		seg.size += int64(len(buf))
 		l.size += int64(len(buf))
-	} else if rotate && len(l.segs) > 0 && l.segs[len(l.segs)-1].size == 0 {
-		l.segs = l.segs[:len(l.segs)-1]
-		rotate = false
 	}
 	l.mu.Unlock()
 	l.wroteGen = gen

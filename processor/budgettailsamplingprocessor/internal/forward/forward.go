@@ -251,7 +251,8 @@ func (f *Forwarder) Forward(ctx context.Context, k *Kept) *Refused {
 	if len(refused.reqs) == 0 {
 		return nil
 	}
-	return &refused
+	out := refused // refused itself stays on the stack
+	return &out
 }
 
 // forwardMerged decodes the fragments m holds as one request, stamps each
