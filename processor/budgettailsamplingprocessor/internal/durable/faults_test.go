@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 	"syscall"
@@ -406,4 +407,28 @@ func TestDurableFailingUntilAWriteSucceeds(t *testing.T) {
 	// back (its caller decided its traces and marks them done).
 	assert.Equal(t, []string{"x", "refused by its flush"}, names(got))
 	assert.Zero(t, st.TornTails+st.CorruptRecords)
+}
+
+// A corrupt length claiming hundreds of MiB makes replay allocate nothing
+// near it: what it reads is bounded by the file (it allocated the claimed
+// length, up to 256 MiB, before).
+func TestCorruptLengthAllocatesNoMoreThanTheFile(t *testing.T) {
+	dir := t.TempDir()
+	l, err := openLog(t, dir, Options{Sync: SyncNone})
+	require.NoError(t, err)
+	require.NoError(t, write(t, l, frag(1, 1, "first")))
+	require.NoError(t, l.Close())
+	path := filepath.Join(dir, segmentName(0))
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.Write([]byte{0, 0, 0, 12, 1, 2, 3, 4, kindFragment, 9, 9, 9}) // a body of 192 MiB, claimed
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got, st, _ := replayAll(t, dir, Options{})
+	runtime.ReadMemStats(&after)
+	assert.Equal(t, []string{"first"}, names(got))
+	assert.EqualValues(t, 1, st.TornTails)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated by replay")
 }
