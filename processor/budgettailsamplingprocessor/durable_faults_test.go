@@ -233,12 +233,12 @@ func TestDurableWallClockStepBackMovesNoRecordBack(t *testing.T) {
 
 	l, err := durable.Open(p.wal.log.Dir(), durable.Options{})
 	require.NoError(t, err)
-	defer l.Close()
+	defer func() { require.NoError(t, l.Close()) }()
 	at := map[pcommon.TraceID]int64{}
 	_, err = l.Replay(func(f durable.Fragment) { at[f.ID] = f.At })
 	require.NoError(t, err)
-	require.Contains(t, at, pcommon.TraceID(before))
-	require.Contains(t, at, pcommon.TraceID(after))
+	require.Contains(t, at, before)
+	require.Contains(t, at, after)
 	assert.GreaterOrEqual(t, at[after], at[before], "recorded after the step, not stamped before it")
 	assert.Len(t, at, 302, "every buffered trace replays")
 }

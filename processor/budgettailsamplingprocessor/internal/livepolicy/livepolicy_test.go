@@ -270,19 +270,19 @@ func TestPolicyFileRejectedAtStartDoesNotStopTheSampler(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(keep), 0o700))
 	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o600)) }
 	base := Base{Budget: policy.BudgetConfig{SpansPerSecond: 1000, MaxPriorityShare: 0.8, Instances: 1, Pricing: pricing.DefaultConfig()}}
-	start := func(strict bool) (*Watcher, Policy, bool, error, *observer.ObservedLogs) {
+	start := func(strict bool) (*Watcher, Policy, bool, *observer.ObservedLogs, error) {
 		w := New(Config{Path: path, CheckInterval: time.Second}, base)
 		w.KeepIn(keep)
 		core, logs := observer.New(zapcore.InfoLevel)
 		pol, ok, err := w.Start(zap.New(core), strict)
-		return w, pol, ok, err, logs
+		return w, pol, ok, logs, err
 	}
 
 	write("budget:\n  spans_per_second: -3\n")
-	_, _, _, err, _ := start(true)
+	_, _, _, _, err := start(true)
 	require.Error(t, err, "strict: validate fails on the file")
 	assert.Contains(t, err.Error(), "budget.spans_per_second")
-	w, _, ok, err, logs := start(false)
+	w, _, ok, logs, err := start(false)
 	require.NoError(t, err, "a start does not stop")
 	assert.False(t, ok, "nothing kept: the configuration's policy")
 	assert.True(t, w.Rejected())
@@ -296,7 +296,7 @@ func TestPolicyFileRejectedAtStartDoesNotStopTheSampler(t *testing.T) {
 	assert.InDelta(t, 300, pol.Retune.PerSecond, 1e-9)
 
 	write("budget:\n  spans_per_second: 300\n  bytes_per_second: 5\n")
-	w, pol, ok, err, logs = start(false)
+	w, pol, ok, logs, err = start(false)
 	require.NoError(t, err)
 	require.True(t, ok, "the last policy applied, kept")
 	assert.Equal(t, "good", pol.Version)
