@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -139,8 +140,10 @@ type Watcher struct {
 	rules  *rules.Set
 	shadow bool
 	// keep is where the content last applied is kept ("" : nowhere), for a
-	// start on a file that cannot be applied.
-	keep string
+	// start on a file that cannot be applied; keepErr is why the last one
+	// could not be kept (the policy applies all the same).
+	keep    string
+	keepErr error
 }
 
 // KeepIn keeps every content applied in path (written whole, then renamed
@@ -174,6 +177,9 @@ func (w *Watcher) Load() (Policy, error) {
 func (w *Watcher) Start(logger *zap.Logger, strict bool) (pol Policy, ok bool, err error) {
 	pol, err = w.Load()
 	if err == nil || strict {
+		if err == nil {
+			w.warnUnkept(logger)
+		}
 		return pol, err == nil, err
 	}
 	which, fallback := w.which(), "the configuration's policy"
@@ -199,16 +205,29 @@ func (w *Watcher) which() string {
 	return "live"
 }
 
-// save keeps data, just applied (KeepIn).
+// save keeps data, just applied (KeepIn), creating its directory (the
+// log's, which opens after the policy is read).
 func (w *Watcher) save(data []byte) error {
 	if w.keep == "" {
 		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(w.keep), 0o750); err != nil {
+		return err
 	}
 	tmp := w.keep + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, w.keep)
+}
+
+// warnUnkept logs that the policy just applied could not be kept: a start
+// on a bad file would fall back to the configuration's.
+func (w *Watcher) warnUnkept(logger *zap.Logger) {
+	if w.keepErr != nil {
+		logger.Warn("cannot keep the policy applied: a start on a policy file that cannot be applied will run the configuration's",
+			zap.String("path", w.keep), zap.Error(w.keepErr))
+	}
 }
 
 // Check reads the file. changed is true when the content differs from
@@ -222,7 +241,7 @@ func (w *Watcher) Check() (pol Policy, changed bool, err error) {
 			pol.Version = hash
 		}
 		if perr == nil {
-			perr = w.save(data)
+			w.keepErr = w.save(data)
 		}
 		return pol.Version, perr
 	})
@@ -244,6 +263,7 @@ func (w *Watcher) Poll(logger *zap.Logger, apply func(Policy)) {
 	case err != nil:
 		logger.Error("policy file rejected: the running policy stays", zap.String("policy", which), zap.Error(err))
 	case changed:
+		w.warnUnkept(logger)
 		apply(pol)
 		fields := []zap.Field{zap.String("policy", which), zap.String("version", pol.Version),
 			zap.Float64("budget_per_second", pol.Retune.PerSecond), zap.Float64("max_priority_share", pol.Retune.MaxPriorityShare)}

@@ -266,8 +266,8 @@ func TestReloadRareIntervalAndReliefLevels(t *testing.T) {
 // file is fixed, it applies.
 func TestPolicyFileRejectedAtStartDoesNotStopTheSampler(t *testing.T) {
 	dir := t.TempDir()
+	// The kept file's directory (the log's) does not exist yet at start.
 	path, keep := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "kept", "policy-applied.yaml")
-	require.NoError(t, os.MkdirAll(filepath.Dir(keep), 0o700))
 	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o600)) }
 	base := Base{Budget: policy.BudgetConfig{SpansPerSecond: 1000, MaxPriorityShare: 0.8, Instances: 1, Pricing: pricing.DefaultConfig()}}
 	start := func(strict bool) (*Watcher, Policy, bool, *observer.ObservedLogs, error) {
@@ -278,11 +278,24 @@ func TestPolicyFileRejectedAtStartDoesNotStopTheSampler(t *testing.T) {
 		return w, pol, ok, logs, err
 	}
 
+	// A good file at a first start applies, and is kept.
+	write("version: first\nbudget:\n  spans_per_second: 200\n")
+	w, pol, ok, logs, err := start(false)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.False(t, w.Rejected())
+	assert.Equal(t, "first", pol.Version)
+	assert.Zero(t, logs.Len(), "nothing to say")
+	kept, err := os.ReadFile(keep)
+	require.NoError(t, err)
+	assert.Contains(t, string(kept), "version: first")
+	require.NoError(t, os.RemoveAll(filepath.Dir(keep)))
+
 	write("budget:\n  spans_per_second: -3\n")
-	_, _, _, _, err := start(true)
+	_, _, _, _, err = start(true)
 	require.Error(t, err, "strict: validate fails on the file")
 	assert.Contains(t, err.Error(), "budget.spans_per_second")
-	w, _, ok, logs, err := start(false)
+	w, _, ok, logs, err = start(false)
 	require.NoError(t, err, "a start does not stop")
 	assert.False(t, ok, "nothing kept: the configuration's policy")
 	assert.True(t, w.Rejected())
