@@ -173,15 +173,29 @@ func TestFsyncOfTheDirectoryOnRotationAndRemoval(t *testing.T) {
 			n, err := l.Retain(upTo(100))
 			require.NoError(t, err)
 			require.Equal(t, 3, n)
-			if mode == SyncNone {
+			removed := fs.dirSync
+			switch mode {
+			case SyncNone:
 				assert.Zero(t, fs.dirSync)
-				return
+			case SyncAlways: // before each acknowledgement
+				assert.Equal(t, 3, created, "one per segment created")
+				assert.Equal(t, 4, removed, "one for the removals")
+				fs.failDirSyncs = 1
+				assert.ErrorIs(t, write(t, l, frag(9, 200, "y")), syscall.EIO)
+				assert.NoError(t, write(t, l, frag(9, 201, "y")))
+			case SyncInterval: // with the segments' bytes, not under the write lock
+				assert.Zero(t, removed, "none inline")
+				require.NoError(t, l.Sync())
+				assert.Equal(t, 1, fs.dirSync, "one flush for what changed since the last")
+				require.NoError(t, l.Sync())
+				assert.Equal(t, 1, fs.dirSync, "nothing changed since")
+				require.NoError(t, write(t, l, frag(9, 200, "y"))) // a new segment
+				fs.failDirSyncs = 1
+				assert.ErrorIs(t, l.Sync(), syscall.EIO)
+				assert.True(t, l.Failing(), "a failed flush of the directory is a failed flush")
+				require.NoError(t, l.Sync(), "flushed again")
+				assert.Equal(t, 3, fs.dirSync)
 			}
-			assert.Equal(t, 3, created, "one per segment created")
-			assert.Equal(t, 4, fs.dirSync, "one for the removals")
-			fs.failDirSyncs = 1
-			assert.ErrorIs(t, write(t, l, frag(9, 200, "y")), syscall.EIO)
-			assert.NoError(t, write(t, l, frag(9, 201, "y")))
 		})
 	}
 }

@@ -194,6 +194,9 @@ type Log struct {
 	fate     [fates]error
 	markFate [fates]error
 	dirty    bool // written since the last sync
+	// dirDirty: a segment was created or removed since the directory was
+	// last flushed (sync interval).
+	dirDirty bool
 	// unsynced is the first generation written to file since its last good
 	// sync (0: none): a failed sync fails it and every later one.
 	unsynced uint64
@@ -611,10 +614,10 @@ func (l *Log) writeTo(seg *segment, buf []byte) error {
 		if err != nil {
 			return err
 		}
-		if seg.size == 0 && l.opts.Sync != SyncNone {
+		if seg.size == 0 {
 			// A new file: its directory entry is flushed too, or a
 			// power loss may lose the whole segment.
-			if err := l.files.SyncDir(l.dir); err != nil {
+			if err := l.dirChanged(); err != nil {
 				_ = f.Close()
 				return err
 			}
@@ -705,11 +708,21 @@ func (l *Log) timedSync(f segmentFile) error {
 // segment: what was acknowledged since the last good flush may be lost
 // with the node, and nothing more is written after it.
 func (l *Log) Sync() error {
-	l.writeMu.Lock()
-	f, seq, dirty, retired := l.file, l.fileSeq, l.dirty, l.retired
-	l.dirty, l.retired, l.unsynced = false, nil, 0
-	l.writeMu.Unlock()
 	var first error
+	l.writeMu.Lock()
+	f, seq, dirty, retired, dirDirty := l.file, l.fileSeq, l.dirty, l.retired, l.dirDirty
+	l.dirty, l.retired, l.unsynced, l.dirDirty = false, nil, 0, false
+	l.writeMu.Unlock()
+	if dirDirty {
+		if err := l.files.SyncDir(l.dir); err != nil {
+			l.syncFailures.Add(1)
+			l.failing.Store(true)
+			first = err
+			l.writeMu.Lock()
+			l.dirDirty = true // flushed again next time
+			l.writeMu.Unlock()
+		}
+	}
 	for _, r := range retired {
 		if err := l.timedSync(r); err != nil {
 			l.syncFailures.Add(1)
@@ -788,12 +801,27 @@ func (l *Log) remove(gone []*segment) error {
 			firstErr = err
 		}
 	}
-	if len(gone) > 0 && l.opts.Sync != SyncNone {
-		if err := l.files.SyncDir(l.dir); err != nil && firstErr == nil {
+	if len(gone) > 0 {
+		if err := l.dirChanged(); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
 	return firstErr
+}
+
+// dirChanged flushes the directory's entries after a segment was created
+// or removed: at once with sync always (before the write is acknowledged),
+// with the next Sync with interval (as the segments' bytes are: a flush
+// under the write lock at every rotation held up every request), never
+// with none. Called with writeMu held.
+func (l *Log) dirChanged() error {
+	switch l.opts.Sync {
+	case SyncAlways:
+		return l.files.SyncDir(l.dir)
+	case SyncInterval:
+		l.dirDirty = true
+	}
+	return nil
 }
 
 // Discard closes the log and deletes every segment, the one being written
@@ -859,6 +887,12 @@ func (l *Log) closeLog() error {
 		}
 		if serr := l.syncLocked(); err == nil {
 			err = serr
+		}
+		if l.dirDirty {
+			if serr := l.files.SyncDir(l.dir); err == nil {
+				err = serr
+			}
+			l.dirDirty = false
 		}
 	}
 	for _, r := range l.retired {
