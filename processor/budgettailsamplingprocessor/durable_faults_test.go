@@ -170,17 +170,7 @@ func TestDurableReplayedFragmentsProxiedAgainHoldTheirSegment(t *testing.T) {
 		c.Durable.SegmentBytes = 64 << 10
 		c.Handoff.Timeout = 5 * time.Second // longer than the test needs it hanging
 	}
-	ht := newHandoffTier(t, []string{"127.0.0.2"}, tune)
-	a := ht.samplers["127.0.0.2"]
-	silentPeer(t, fmt.Sprintf("127.0.0.4:%d", ht.port))
-	ht.resolve("127.0.0.4")
-	g := workload.NewGenerator(workload.Options{Services: 4, SpansPerTrace: 6, Seed: 15, Start: ht.now()})
-	for range 100 {
-		td := ptrace.NewTraces()
-		g.Next(td)
-		require.NoError(t, a.p.ConsumeTraces(context.Background(), td))
-	}
-	require.Zero(t, a.p.bufferedTraces(), "every fragment proxied")
+	ht, a := proxyToSilentPeer(t, tune, 15)
 	a.kill()
 	delete(ht.samplers, "127.0.0.2")
 

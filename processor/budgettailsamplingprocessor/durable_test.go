@@ -237,6 +237,26 @@ func (ht *handoffTier) restartAlone(killed *testSampler, addr string, tune func(
 	return restarted
 }
 
+// proxyToSilentPeer starts sampler A (127.0.0.2) alone, makes the ring a
+// peer that accepts connections and never answers (127.0.0.4), and sends A
+// 100 traces (workload seed): every fragment is proxied, and still on its
+// way.
+func proxyToSilentPeer(t *testing.T, tune func(*Config), seed uint64) (*handoffTier, *testSampler) {
+	t.Helper()
+	ht := newHandoffTier(t, []string{"127.0.0.2"}, tune)
+	a := ht.samplers["127.0.0.2"]
+	silentPeer(t, fmt.Sprintf("127.0.0.4:%d", ht.port))
+	ht.resolve("127.0.0.4") // the ring is the silent peer alone
+	g := workload.NewGenerator(workload.Options{Services: 4, SpansPerTrace: 6, Seed: seed, Start: ht.now()})
+	for range 100 {
+		td := ptrace.NewTraces()
+		g.Next(td)
+		require.NoError(t, a.p.ConsumeTraces(context.Background(), td))
+	}
+	require.Zero(t, a.p.bufferedTraces(), "every fragment proxied")
+	return ht, a
+}
+
 // silentPeer accepts connections on addr and never answers: a send to it
 // hangs until its timeout.
 func silentPeer(t *testing.T, addr string) {
@@ -305,17 +325,7 @@ func TestDurableProxiedFragmentsSurviveACrashBeforeThePeerTakesThem(t *testing.T
 		c.Durable.Directory = dir
 		c.Handoff.Timeout = time.Minute // the send hangs for the whole test
 	}
-	ht := newHandoffTier(t, []string{"127.0.0.2"}, tune)
-	a := ht.samplers["127.0.0.2"]
-	silentPeer(t, fmt.Sprintf("127.0.0.4:%d", ht.port))
-	ht.resolve("127.0.0.4") // the ring is the silent peer alone
-	g := workload.NewGenerator(workload.Options{Services: 4, SpansPerTrace: 6, Seed: 12, Start: ht.now()})
-	for range 100 {
-		td := ptrace.NewTraces()
-		g.Next(td)
-		require.NoError(t, a.p.ConsumeTraces(context.Background(), td))
-	}
-	require.Zero(t, a.p.bufferedTraces(), "every fragment proxied")
+	ht, a := proxyToSilentPeer(t, tune, 12)
 	require.NotZero(t, a.p.handoff.Pending(), "still on its way when the sampler dies")
 
 	// Killed: a sampler on another address starts on its log and owns
